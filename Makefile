@@ -1,0 +1,52 @@
+# gpulens — build, test and demo targets. See README.md.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED := 1
+# go-nvml's C headers mark many calls deprecated; silence the noise.
+export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
+
+BIN := bin
+SCRATCH := .scratch
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
+           -X github.com/prometheus/common/version.Revision=$(REVISION) \
+           -X github.com/prometheus/common/version.Branch=main
+
+DEMO_EXPORTER_ADDR ?= 127.0.0.1:9842
+DEMO_SCENARIO ?= dgx-h100
+
+.PHONY: all build test vet unit check-metrics demo bench gpu-smoke fmt clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Lints a live scrape of the simulated exporter with the pinned promtool.
+check-metrics: build
+	@bash scripts/check-metrics.sh $(BIN)/gpulens-exporter
+
+test: vet unit check-metrics
+
+demo: build
+	@bash scripts/demo.sh $(BIN) $(DEMO_EXPORTER_ADDR) $(DEMO_SCENARIO)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+gpu-smoke:
+	@bash scripts/gpu-smoke.sh
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN) $(SCRATCH)
