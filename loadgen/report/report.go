@@ -1,0 +1,373 @@
+// Package report defines the JSON report written by `gpulens-loadgen run`,
+// `sweep` and `merge` and read by the HTML report. It is the contract between
+// the runner and every consumer of its results: fields may be added, never
+// renamed.
+//
+// Units follow Prometheus conventions: durations in seconds, rates per
+// second, money in US dollars, ratios 0–1.
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SchemaVersion is the version of the document layout written by Write.
+const SchemaVersion = 1
+
+// Error classes used as keys of Summary.Errors.
+const (
+	ErrTimeout      = "timeout"
+	ErrConnect      = "connect"
+	ErrHTTP429      = "http_429"
+	ErrHTTP4xx      = "http_4xx"
+	ErrHTTP5xx      = "http_5xx"
+	ErrStreamBroken = "stream_broken"
+	ErrParse        = "parse"
+)
+
+// ErrorClasses lists every error class in a stable order.
+var ErrorClasses = []string{ErrTimeout, ErrConnect, ErrHTTP429, ErrHTTP4xx, ErrHTTP5xx, ErrStreamBroken, ErrParse}
+
+// Document is one report: what was run, against what, and the results of
+// every level and repeat.
+type Document struct {
+	Metadata Metadata `json:"metadata"`
+	Runs     []Run    `json:"runs"`
+}
+
+// Metadata records everything needed to reproduce and interpret a report.
+type Metadata struct {
+	SchemaVersion int    `json:"schema_version"`
+	Tool          string `json:"tool"`
+	Version       string `json:"version"`
+	Revision      string `json:"revision,omitempty"`
+	GoVersion     string `json:"go_version,omitempty"`
+	// Command is the subcommand that produced the document: run, sweep or merge.
+	Command  string    `json:"command"`
+	RunID    string    `json:"run_id"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Target is the base URL of the API (ending in /v1), without credentials.
+	Target   string `json:"target"`
+	Endpoint string `json:"endpoint"`
+	// Model is the model requested; ServerModel the one the server reported
+	// in its responses (empty when it never said).
+	Model       string `json:"model"`
+	ServerModel string `json:"server_model,omitempty"`
+	Scenario    string `json:"scenario,omitempty"`
+	// Dataset is the dataset file name (base name only) and DatasetSHA256 the
+	// hex SHA-256 of its bytes; both empty for synthetic prompts.
+	Dataset       string `json:"dataset,omitempty"`
+	DatasetSHA256 string `json:"dataset_sha256,omitempty"`
+	Seed          int64  `json:"seed"`
+	// Interrupted is true when the run was stopped early (Ctrl-C); the
+	// results cover what was measured until then.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Shards lists the shard specs ("i/N") merged into this document.
+	Shards []string `json:"shards,omitempty"`
+	// Warnings are problems the reader must know about, e.g. a target rate
+	// that could not be delivered.
+	Warnings []string `json:"warnings,omitempty"`
+	GPU      *GPUInfo `json:"gpu,omitempty"`
+}
+
+// GPUInfo is what a gpulens exporter reported during the run.
+type GPUInfo struct {
+	ExporterURL string        `json:"exporter_url"`
+	GPUs        []GPU         `json:"gpus"`
+	MIG         []MIGInstance `json:"mig_instances,omitempty"`
+	// PeakMemoryUsedBytes is the largest gpulens_gpu_memory_used_bytes seen
+	// on any GPU while polling; MeanUtilizationRatio the mean of
+	// gpulens_gpu_utilization_ratio over all GPUs and polls.
+	PeakMemoryUsedBytes  float64 `json:"peak_memory_used_bytes"`
+	MeanUtilizationRatio float64 `json:"mean_utilization_ratio"`
+	Samples              int     `json:"samples"`
+	// Error is set when the exporter could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// GPU mirrors the labels of gpulens_gpu_info.
+type GPU struct {
+	GPU               string `json:"gpu"`
+	UUID              string `json:"uuid"`
+	Name              string `json:"name"`
+	PCIBusID          string `json:"pci_bus_id,omitempty"`
+	Serial            string `json:"serial,omitempty"`
+	DriverVersion     string `json:"driver_version,omitempty"`
+	CUDADriverVersion string `json:"cuda_driver_version,omitempty"`
+	VBIOSVersion      string `json:"vbios_version,omitempty"`
+}
+
+// MIGInstance mirrors gpulens_mig_instance_info.
+type MIGInstance struct {
+	GPU     string            `json:"gpu"`
+	Profile string            `json:"profile"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// Run is the result of one level and repeat, or the aggregate of all
+// repeats of a level (Aggregate true, Repeat 0).
+type Run struct {
+	Name      string   `json:"name"`
+	Settings  Settings `json:"settings"`
+	Summary   Summary  `json:"summary"`
+	Level     float64  `json:"level"`
+	Repeat    int      `json:"repeat"`
+	Aggregate bool     `json:"aggregate"`
+}
+
+// Settings are every knob that shaped a run.
+type Settings struct {
+	// Mode is "closed" (fixed concurrency) or "open" (arrival schedule).
+	Mode           string  `json:"mode"`
+	Concurrency    int     `json:"concurrency,omitempty"`
+	Rate           float64 `json:"rate_per_second,omitempty"`
+	Arrival        string  `json:"arrival,omitempty"`
+	Burstiness     float64 `json:"burstiness,omitempty"`
+	MaxConcurrency int     `json:"max_concurrency,omitempty"`
+
+	DurationSeconds float64 `json:"duration_seconds,omitempty"`
+	Requests        int     `json:"requests,omitempty"`
+	WarmupSeconds   float64 `json:"warmup_seconds,omitempty"`
+	RampUpSeconds   float64 `json:"ramp_up_seconds,omitempty"`
+	TimeoutSeconds  float64 `json:"timeout_seconds"`
+
+	Endpoint     string `json:"endpoint"`
+	Model        string `json:"model"`
+	InputTokens  string `json:"input_tokens,omitempty"`
+	OutputTokens string `json:"output_tokens,omitempty"`
+	Dataset      string `json:"dataset,omitempty"`
+	MaxTokens    int    `json:"max_tokens,omitempty"`
+	IgnoreEOS    bool   `json:"ignore_eos"`
+	Seed         int64  `json:"seed"`
+	Shard        string `json:"shard,omitempty"`
+
+	SLO  SLO          `json:"slo"`
+	Cost CostSettings `json:"cost"`
+}
+
+// SLO thresholds for goodput; zero means "not set".
+type SLO struct {
+	TTFTSeconds float64 `json:"ttft_seconds,omitempty"`
+	TPOTSeconds float64 `json:"tpot_seconds,omitempty"`
+	E2ESeconds  float64 `json:"e2e_seconds,omitempty"`
+}
+
+// CostSettings are the prices used to compute Cost.
+type CostSettings struct {
+	GPUHourlyUSD  float64 `json:"gpu_hourly_usd"`
+	GPUs          int     `json:"gpus"`
+	OverheadHours float64 `json:"overhead_hours"`
+}
+
+// Summary holds the measured results of one run. Latencies are measured
+// from the intended send time (corrected for coordinated omission; equal to
+// the actual send time in closed loop); the *_from_send_seconds
+// distributions are measured from the moment the request was actually sent.
+type Summary struct {
+	RequestsCompleted int            `json:"requests_completed"`
+	RequestsFailed    int            `json:"requests_failed"`
+	WarmupRequests    int            `json:"warmup_requests"`
+	Errors            map[string]int `json:"errors"`
+
+	TTFT Dist `json:"ttft_seconds"`
+	ITL  Dist `json:"itl_seconds"`
+	TPOT Dist `json:"tpot_seconds"`
+	E2E  Dist `json:"e2e_seconds"`
+
+	TTFTFromSend Dist `json:"ttft_from_send_seconds"`
+	E2EFromSend  Dist `json:"e2e_from_send_seconds"`
+	// RequestOutputTokensPerSecond is the per-request output rate
+	// output_tokens / (E2E − TTFT).
+	RequestOutputTokensPerSecond Dist `json:"request_output_tokens_per_second"`
+	InputTokens                  Dist `json:"input_tokens"`
+	OutputTokens                 Dist `json:"output_tokens"`
+
+	DurationSeconds            float64 `json:"duration_seconds"`
+	InputTokensTotal           int64   `json:"input_tokens_total"`
+	OutputTokensTotal          int64   `json:"output_tokens_total"`
+	RequestThroughput          float64 `json:"request_throughput_per_second"`
+	OutputTokensPerSecond      float64 `json:"output_tokens_per_second"`
+	TotalTokensPerSecond       float64 `json:"total_tokens_per_second"`
+	GoodRequests               int     `json:"good_requests"`
+	GoodputPerSecond           float64 `json:"goodput_per_second"`
+	GoodputRatio               float64 `json:"goodput_ratio"`
+	TargetRatePerSecond        float64 `json:"target_rate_per_second,omitempty"`
+	AchievedRatePerSecond      float64 `json:"achieved_rate_per_second"`
+	RateNotAchieved            bool    `json:"rate_not_achieved"`
+	ScheduleLag                Dist    `json:"schedule_lag_seconds"`
+	TokensEstimated            bool    `json:"tokens_estimated"`
+	UsageMismatches            int     `json:"usage_mismatches"`
+	Cost                       Cost    `json:"cost"`
+	MaxInFlight                int     `json:"max_in_flight"`
+	MeasuredConcurrencyAverage float64 `json:"measured_concurrency_average"`
+
+	// Stats is set on aggregate runs: for every metric (keyed like
+	// "ttft_seconds.p99" or "output_tokens_per_second") the mean, standard
+	// deviation and Student-t 95 % confidence interval across repeats.
+	Stats map[string]Stat `json:"stats,omitempty"`
+}
+
+// Dist summarises a distribution. All fields are zero for an empty one.
+type Dist struct {
+	Count  int     `json:"count"`
+	Mean   float64 `json:"mean"`
+	Stddev float64 `json:"stddev"`
+	P50    float64 `json:"p50"`
+	P90    float64 `json:"p90"`
+	P95    float64 `json:"p95"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+}
+
+// Stat is a metric across the repeats of one level.
+type Stat struct {
+	N        int     `json:"n"`
+	Mean     float64 `json:"mean"`
+	Stddev   float64 `json:"stddev"`
+	CI95Low  float64 `json:"ci95_low"`
+	CI95High float64 `json:"ci95_high"`
+}
+
+// Cost is what the run cost, from the GPU hourly price. See docs/cost.md.
+type Cost struct {
+	PerRequestUSD             float64 `json:"per_request_usd"`
+	Per1kRequestsUSD          float64 `json:"per_1k_requests_usd"`
+	PerMillionInputTokensUSD  float64 `json:"per_million_input_tokens_usd"`
+	PerMillionOutputTokensUSD float64 `json:"per_million_output_tokens_usd"`
+	TotalUSD                  float64 `json:"total_usd"`
+	BilledHours               float64 `json:"billed_hours"`
+}
+
+// Read parses the report at path.
+func Read(path string) (*Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading report: %w", err)
+	}
+	return Parse(b, path)
+}
+
+// Parse decodes a report; name is used in error messages.
+func Parse(b []byte, name string) (*Document, error) {
+	var d Document
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&d); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(b[:min(int(se.Offset), len(b))], []byte("\n"))
+			return nil, fmt.Errorf("parsing report %s: line %d: %w", name, line, err)
+		}
+		return nil, fmt.Errorf("parsing report %s: %w", name, err)
+	}
+	if d.Metadata.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("report %s: metadata.schema_version %d is newer than supported %d", name, d.Metadata.SchemaVersion, SchemaVersion)
+	}
+	return &d, nil
+}
+
+// Write writes the document as indented JSON to path, atomically (a
+// temporary file in the same folder renamed over path). NaN and infinite
+// values, which JSON cannot carry, are written as 0.
+func (d *Document) Write(path string) error {
+	b, err := d.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
+	if err != nil {
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	return nil
+}
+
+// Marshal returns the document as indented JSON with a trailing newline.
+func (d *Document) Marshal() ([]byte, error) {
+	c := *d
+	if c.Metadata.SchemaVersion == 0 {
+		c.Metadata.SchemaVersion = SchemaVersion
+	}
+	c.Runs = make([]Run, len(d.Runs))
+	for i, r := range d.Runs {
+		r.Summary = r.Summary.sanitized()
+		c.Runs[i] = r
+	}
+	if c.Metadata.GPU != nil {
+		g := *c.Metadata.GPU
+		g.PeakMemoryUsedBytes = finite(g.PeakMemoryUsedBytes)
+		g.MeanUtilizationRatio = finite(g.MeanUtilizationRatio)
+		c.Metadata.GPU = &g
+	}
+	b, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding report: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func (d Dist) sanitized() Dist {
+	return Dist{Count: d.Count, Mean: finite(d.Mean), Stddev: finite(d.Stddev), P50: finite(d.P50), P90: finite(d.P90),
+		P95: finite(d.P95), P99: finite(d.P99), Max: finite(d.Max)}
+}
+
+func (s Summary) sanitized() Summary {
+	if s.Errors == nil {
+		s.Errors = map[string]int{}
+	} else {
+		s.Errors = copyMap(s.Errors)
+	}
+	for _, d := range []*Dist{&s.TTFT, &s.ITL, &s.TPOT, &s.E2E, &s.TTFTFromSend, &s.E2EFromSend,
+		&s.RequestOutputTokensPerSecond, &s.InputTokens, &s.OutputTokens, &s.ScheduleLag} {
+		*d = d.sanitized()
+	}
+	for _, f := range []*float64{&s.DurationSeconds, &s.RequestThroughput, &s.OutputTokensPerSecond, &s.TotalTokensPerSecond,
+		&s.GoodputPerSecond, &s.GoodputRatio, &s.TargetRatePerSecond, &s.AchievedRatePerSecond, &s.MeasuredConcurrencyAverage,
+		&s.Cost.PerRequestUSD, &s.Cost.Per1kRequestsUSD, &s.Cost.PerMillionInputTokensUSD, &s.Cost.PerMillionOutputTokensUSD,
+		&s.Cost.TotalUSD, &s.Cost.BilledHours} {
+		*f = finite(*f)
+	}
+	if s.Stats != nil {
+		st := make(map[string]Stat, len(s.Stats))
+		for k, v := range s.Stats {
+			st[k] = Stat{N: v.N, Mean: finite(v.Mean), Stddev: finite(v.Stddev), CI95Low: finite(v.CI95Low), CI95High: finite(v.CI95High)}
+		}
+		s.Stats = st
+	}
+	return s
+}
+
+func copyMap(m map[string]int) map[string]int {
+	c := make(map[string]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
