@@ -1,0 +1,92 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Usage is the OpenAI usage object.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// APIError is an OpenAI-style error object, sent as a whole response body
+// or as a stream event.
+type APIError struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+}
+
+// SimTimestamps are the server-side timestamps the gpulens simulator adds to
+// its final usage chunk.
+type SimTimestamps struct {
+	ArrivalUnixNano    int64   `json:"arrival_unix_nano"`
+	FirstTokenUnixNano int64   `json:"first_token_unix_nano"`
+	TokenUnixNanos     []int64 `json:"token_unix_nanos"`
+}
+
+type chunkDelta struct {
+	Role             string  `json:"role"`
+	Content          *string `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+}
+
+type chunkChoice struct {
+	Delta        chunkDelta `json:"delta"`
+	Text         *string    `json:"text"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+// chunk is one streamed chat.completion.chunk or text_completion object.
+type chunk struct {
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   *Usage          `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+	Sim     *SimTimestamps  `json:"gpulens_sim"`
+}
+
+// parsed is what the runner needs from one chunk.
+type parsed struct {
+	model        string
+	contentBytes int  // bytes of generated text (content, reasoning, text)
+	finished     bool // a choice carried a finish_reason
+	usage        *Usage
+	err          *APIError
+	sim          *SimTimestamps
+}
+
+func parseChunk(data []byte, c *chunk) (parsed, error) {
+	*c = chunk{Choices: c.Choices[:0]}
+	if err := json.Unmarshal(data, c); err != nil {
+		return parsed{}, fmt.Errorf("decoding stream chunk: %w", err)
+	}
+	p := parsed{model: c.Model, usage: c.Usage, sim: c.Sim}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		var e APIError
+		if err := json.Unmarshal(c.Error, &e); err != nil {
+			// {"error": "message"} as some servers send.
+			var s string
+			if err2 := json.Unmarshal(c.Error, &s); err2 != nil {
+				return parsed{}, fmt.Errorf("decoding error object in stream: %w", err)
+			}
+			e.Message = s
+		}
+		p.err = &e
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		for _, s := range []*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
+			if s != nil {
+				p.contentBytes += len(*s)
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			p.finished = true
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,498 @@
+// Package client sends one streaming completion request to an
+// OpenAI-compatible server and records when every part of the answer
+// arrived.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/sse"
+)
+
+// Endpoints.
+const (
+	EndpointChat        = "chat"
+	EndpointCompletions = "completions"
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API base URL, ending in /v1.
+	BaseURL  string
+	Endpoint string // chat or completions
+	Model    string
+	APIKey   string // never logged
+	// Timeout bounds one whole request, from send to last byte.
+	Timeout time.Duration
+	// ContinuousUsage asks for usage on every chunk (vLLM's
+	// stream_options.continuous_usage_stats).
+	ContinuousUsage bool
+	// MaxConns sizes the connection pool; at least the concurrency.
+	MaxConns int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Transport overrides the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Request is one prompt to send.
+type Request struct {
+	Index       int
+	Prompt      string
+	InputTokens int // estimated prompt length in tokens
+	MaxTokens   int
+	IgnoreEOS   bool
+}
+
+// Result is everything measured about one request. Times are absolute;
+// ChunkOffsets are nanoseconds after Sent for every chunk that carried
+// generated text, ChunkTokens the number of output tokens each carried.
+type Result struct {
+	Index      int
+	Intended   time.Time
+	Sent       time.Time
+	FirstByte  time.Time
+	FirstToken time.Time
+	End        time.Time
+
+	Status     int
+	ErrorClass string // one of report.Err*; empty on success
+	Err        string
+	Canceled   bool // the run was stopped while the request was in flight
+
+	Model           string
+	PromptTokens    int
+	OutputTokens    int
+	TokensEstimated bool
+	UsageMismatch   bool
+
+	ChunkOffsets []int64
+	ChunkTokens  []int32
+	Sim          *SimTimestamps
+}
+
+// OK reports whether the request completed successfully.
+func (r *Result) OK() bool { return r.ErrorClass == "" && !r.Canceled }
+
+// Client sends requests. It is safe for concurrent use.
+type Client struct {
+	cfg  Config
+	url  string
+	http *http.Client
+	now  func() time.Time
+	pool sync.Pool
+}
+
+type streamState struct {
+	rd     *sse.Reader
+	chunk  chunk
+	bytes  []int
+	cumUse []int
+}
+
+// New validates cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, fmt.Errorf("--target %q: must be an http:// or https:// URL ending in /v1", cfg.BaseURL)
+	}
+	var path string
+	switch cfg.Endpoint {
+	case EndpointChat:
+		path = "/chat/completions"
+	case EndpointCompletions:
+		path = "/completions"
+	default:
+		return nil, fmt.Errorf("--endpoint %q: must be chat or completions", cfg.Endpoint)
+	}
+	if cfg.Timeout <= 0 {
+		return nil, fmt.Errorf("--timeout must be positive, got %s", cfg.Timeout)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		conns := max(cfg.MaxConns, 1)
+		tr = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          conns + 16,
+			MaxIdleConnsPerHost:   conns + 16,
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     false, // one stream per connection, as inference servers expect
+			DisableCompression:    true,
+			WriteBufferSize:       16 << 10,
+			ReadBufferSize:        16 << 10,
+			ExpectContinueTimeout: 0,
+		}
+	}
+	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now}
+	c.pool.New = func() any { return &streamState{rd: sse.NewReader(nil, 0, now)} }
+	return c, nil
+}
+
+// URL is the full request URL.
+func (c *Client) URL() string { return c.url }
+
+// Body returns the JSON request body for r.
+func (c *Client) Body(r Request) ([]byte, error) {
+	type streamOptions struct {
+		IncludeUsage    bool `json:"include_usage"`
+		ContinuousUsage bool `json:"continuous_usage_stats,omitempty"`
+	}
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	body := struct {
+		Model         string        `json:"model"`
+		Messages      []message     `json:"messages,omitempty"`
+		Prompt        *string       `json:"prompt,omitempty"`
+		MaxTokens     int           `json:"max_tokens,omitempty"`
+		Stream        bool          `json:"stream"`
+		StreamOptions streamOptions `json:"stream_options"`
+		IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
+	}{
+		Model: c.cfg.Model, MaxTokens: r.MaxTokens, Stream: true, IgnoreEOS: r.IgnoreEOS,
+		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsage: c.cfg.ContinuousUsage},
+	}
+	if c.cfg.Endpoint == EndpointChat {
+		body.Messages = []message{{Role: "user", Content: r.Prompt}}
+	} else {
+		body.Prompt = &r.Prompt
+	}
+	b, err := json.Marshal(&body)
+	if err != nil {
+		return nil, fmt.Errorf("encoding request %d: %w", r.Index, err)
+	}
+	return b, nil
+}
+
+// Do sends r and streams the answer. intended is when the schedule wanted
+// the request sent. Do never returns an error: failures are classified in
+// the Result. A cancelled ctx marks the result Canceled.
+func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
+	res := Result{Index: r.Index, Intended: intended}
+	body, err := c.Body(r)
+	if err != nil {
+		res.Sent = c.now()
+		res.End = res.Sent
+		res.ErrorClass, res.Err = report.ErrParse, err.Error()
+		return res
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		res.Sent = c.now()
+		res.End = res.Sent
+		res.ErrorClass, res.Err = report.ErrConnect, err.Error()
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	res.Sent = c.now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		res.End = c.now()
+		c.fail(ctx, &res, err, report.ErrConnect)
+		return res
+	}
+	defer resp.Body.Close()
+	res.FirstByte = c.now()
+	res.Status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		res.End = c.now()
+		res.ErrorClass = statusClass(resp.StatusCode)
+		res.Err = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, errorMessage(msg))
+		return res
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		res.End = c.now()
+		res.ErrorClass = report.ErrParse
+		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", resp.Header.Get("Content-Type"), errorMessage(msg))
+		return res
+	}
+	st := c.pool.Get().(*streamState)
+	defer func() {
+		st.rd.Reset(nil)
+		c.pool.Put(st)
+	}()
+	st.rd.Reset(resp.Body)
+	c.stream(ctx, st, &res)
+	if res.OK() {
+		// Drain so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	}
+	return res
+}
+
+func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
+	st.bytes = st.bytes[:0]
+	st.cumUse = st.cumUse[:0]
+	var (
+		finished   bool
+		finalUsage *Usage
+		usage      Usage
+	)
+	for {
+		ev, err := st.rd.Next()
+		if err != nil {
+			res.End = st.rd.LastRead()
+			if res.End.IsZero() {
+				res.End = c.now()
+			}
+			if err == io.EOF {
+				if finished {
+					break
+				}
+				res.ErrorClass, res.Err = report.ErrStreamBroken, "stream ended without [DONE] or finish_reason"
+				return
+			}
+			c.fail(ctx, res, err, report.ErrStreamBroken)
+			return
+		}
+		if string(ev.Data) == "[DONE]" {
+			res.End = ev.At
+
+			break
+		}
+		if string(ev.Name) == "error" {
+			res.End = ev.At
+			res.ErrorClass = report.ErrStreamBroken
+			res.Err = "error event: " + errorMessage(ev.Data)
+			return
+		}
+		p, err := parseChunk(ev.Data, &st.chunk)
+		if err != nil {
+			res.End = ev.At
+			res.ErrorClass, res.Err = report.ErrParse, err.Error()
+			return
+		}
+		if p.err != nil {
+			res.End = ev.At
+			res.ErrorClass = apiErrorClass(p.err)
+			res.Err = "error in stream: " + p.err.Message
+			return
+		}
+		if res.Model == "" {
+			res.Model = p.model
+		}
+		if p.sim != nil {
+			res.Sim = p.sim
+		}
+		if p.usage != nil {
+			usage = *p.usage
+			finalUsage = &usage
+		}
+		if p.contentBytes > 0 {
+			if res.FirstToken.IsZero() {
+				res.FirstToken = ev.At
+			}
+			res.ChunkOffsets = append(res.ChunkOffsets, int64(ev.At.Sub(res.Sent)))
+			st.bytes = append(st.bytes, p.contentBytes)
+			cum := -1
+			if p.usage != nil {
+				cum = p.usage.CompletionTokens
+			}
+			st.cumUse = append(st.cumUse, cum)
+		}
+		if p.finished {
+			finished = true
+		}
+		res.End = ev.At
+	}
+	res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, finalUsage, res)
+}
+
+// tokensPerChunk decides how many output tokens each content chunk carried;
+// see docs/loadgen-metrics.md.
+func tokensPerChunk(bytes []int, cum []int, final *Usage, res *Result) []int32 {
+	n := len(bytes)
+	toks := make([]int32, n)
+	if final != nil {
+		res.PromptTokens = final.PromptTokens
+	}
+	continuous := n > 1
+	for _, c := range cum {
+		if c < 0 {
+			continuous = false
+			break
+		}
+	}
+	switch {
+	case continuous:
+		prev := 0
+		for i, c := range cum {
+			d := c - prev
+			if d < 0 {
+				d = 0
+				res.UsageMismatch = true
+			}
+			toks[i] = int32(d)
+			prev = max(prev, c)
+		}
+		res.OutputTokens = prev
+		if final.CompletionTokens != prev {
+			res.UsageMismatch = true
+			res.OutputTokens = final.CompletionTokens
+		}
+	case final != nil && final.CompletionTokens >= n && (n > 0 || final.CompletionTokens == 0):
+		res.OutputTokens = final.CompletionTokens
+		distribute(toks, bytes, final.CompletionTokens)
+	default:
+		for i := range toks {
+			toks[i] = 1
+		}
+		res.OutputTokens = n
+		if final != nil {
+			// The server counted fewer tokens than the chunks of text it sent.
+			res.UsageMismatch = true
+			res.OutputTokens = final.CompletionTokens
+		} else {
+			res.TokensEstimated = true
+		}
+	}
+	return toks
+}
+
+// distribute splits total tokens over chunks in proportion to their bytes,
+// at least one each, by largest remainder, so the counts sum to total.
+func distribute(toks []int32, bytes []int, total int) {
+	n := len(toks)
+	if n == 0 {
+		return
+	}
+	if total == n {
+		for i := range toks {
+			toks[i] = 1
+		}
+		return
+	}
+	extra := total - n
+	sum := 0
+	for _, b := range bytes {
+		sum += b
+	}
+	given := 0
+	type rem struct {
+		i int
+		r float64
+	}
+	rems := make([]rem, n)
+	for i, b := range bytes {
+		share := float64(extra) * float64(b) / float64(sum)
+		whole := int(share)
+		toks[i] = int32(1 + whole)
+		given += whole
+		rems[i] = rem{i, share - float64(whole)}
+	}
+	// Hand out what is left to the largest remainders (ties: earliest).
+	for left := extra - given; left > 0; left-- {
+		best := -1
+		for j, r := range rems {
+			if best < 0 || r.r > rems[best].r {
+				best = j
+			}
+		}
+		toks[rems[best].i]++
+		rems[best].r = -1
+	}
+}
+
+// fail classifies a transport error.
+func (c *Client) fail(ctx context.Context, res *Result, err error, fallback string) {
+	res.Err = err.Error()
+	switch {
+	case ctx.Err() != nil:
+		res.Canceled = true
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		res.ErrorClass = report.ErrTimeout
+		res.Err = fmt.Sprintf("no complete answer within --timeout %s", c.cfg.Timeout)
+	case isConnect(err):
+		res.ErrorClass = report.ErrConnect
+	default:
+		res.ErrorClass = fallback
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isConnect(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func statusClass(code int) string {
+	switch {
+	case code == http.StatusTooManyRequests:
+		return report.ErrHTTP429
+	case code >= 500:
+		return report.ErrHTTP5xx
+	case code >= 400:
+		return report.ErrHTTP4xx
+	default:
+		return report.ErrParse // 1xx/2xx other than 200, 3xx
+	}
+}
+
+// apiErrorClass classifies an error object sent inside a stream by its
+// code when it is an HTTP status, else as a broken stream.
+func apiErrorClass(e *APIError) string {
+	code, err := strconv.Atoi(strings.Trim(string(e.Code), `"`))
+	if err == nil && code >= 400 && code < 600 {
+		return statusClass(code)
+	}
+	return report.ErrStreamBroken
+}
+
+// errorMessage extracts the message of an OpenAI error body, or returns the
+// (truncated) body itself.
+func errorMessage(b []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && len(e.Error) > 0 {
+		var ae APIError
+		if json.Unmarshal(e.Error, &ae) == nil && ae.Message != "" {
+			return ae.Message
+		}
+		var s string
+		if json.Unmarshal(e.Error, &s) == nil {
+			return s
+		}
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,246 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// sseServer answers every request with status, content type and the given
+// body pieces, flushing after each and sleeping gap between them.
+func sseServer(t *testing.T, status int, ctype string, gap time.Duration, pieces ...string) (*httptest.Server, chan []byte) {
+	t.Helper()
+	bodies := make(chan []byte, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case bodies <- b:
+		default:
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.WriteHeader(status)
+		for i, p := range pieces {
+			if i > 0 && gap > 0 {
+				time.Sleep(gap)
+			}
+			if p == "<hangup>" {
+				hj, _ := w.(http.Hijacker)
+				conn, _, _ := hj.Hijack()
+				conn.Close()
+				return
+			}
+			if p == "<stall>" {
+				<-r.Context().Done()
+				return
+			}
+			io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, bodies
+}
+
+func newClient(t *testing.T, url, endpoint string, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{BaseURL: url + "/v1", Endpoint: endpoint, Model: "m", APIKey: "sk-test", Timeout: timeout, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const (
+	roleChunk  = `data: {"model":"served-m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"
+	helloChunk = `data: {"model":"served-m","choices":[{"index":0,"delta":{"content":"Hello"}}]}` + "\n\n"
+	worldChunk = `data: {"model":"served-m","choices":[{"index":0,"delta":{"content":" big world"},"finish_reason":"stop"}]}` + "\n\n"
+	usageChunk = `data: {"model":"served-m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":4}}` + "\n\n"
+	done       = "data: [DONE]\n\n"
+)
+
+func TestStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		endpoint   string
+		status     int
+		ctype      string
+		pieces     []string
+		class      string
+		errPart    string
+		out, in    int
+		chunkToks  []int32
+		estimated  bool
+		mismatch   bool
+		firstToken bool
+	}{
+		{name: "vllm role chunk and usage chunk", pieces: []string{roleChunk, helloChunk, worldChunk, usageChunk, done},
+			out: 4, in: 7, chunkToks: []int32{2, 2}, firstToken: true},
+		{name: "crlf and keep-alives split across writes", pieces: []string{": ping\r\n\r\n", strings.ReplaceAll(helloChunk, "\n", "\r\n")[:20], strings.ReplaceAll(helloChunk, "\n", "\r\n")[20:], strings.ReplaceAll(worldChunk+usageChunk+done, "\n", "\r\n")},
+			out: 4, in: 7, chunkToks: []int32{2, 2}, firstToken: true},
+		{name: "llama.cpp usage in last content chunk, no DONE", pieces: []string{helloChunk,
+			`data: {"choices":[{"delta":{"content":" there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":2}}` + "\n\n"},
+			out: 2, in: 2, chunkToks: []int32{1, 1}, firstToken: true},
+		{name: "no usage: estimated", pieces: []string{helloChunk, worldChunk, done}, out: 2, chunkToks: []int32{1, 1}, estimated: true, firstToken: true},
+		{name: "continuous usage", pieces: []string{
+			`data: {"choices":[{"delta":{"content":"a b"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}` + "\n\n",
+			`data: {"choices":[{"delta":{"content":"c d e"}}],"usage":{"prompt_tokens":3,"completion_tokens":5}}` + "\n\n",
+			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}` + "\n\n", done},
+			out: 5, in: 3, chunkToks: []int32{2, 3}, firstToken: true},
+		{name: "usage disagrees with content", pieces: []string{helloChunk, worldChunk, `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}` + "\n\n", done},
+			out: 1, in: 1, chunkToks: []int32{1, 1}, mismatch: true, firstToken: true},
+		{name: "completions endpoint text", endpoint: EndpointCompletions, pieces: []string{`data: {"choices":[{"text":"x"}]}` + "\n\n", `data: {"choices":[{"text":"y","finish_reason":"length"}]}` + "\n\n", done},
+			out: 2, chunkToks: []int32{1, 1}, estimated: true, firstToken: true},
+		{name: "error object mid-stream", pieces: []string{helloChunk, `data: {"error":{"message":"overloaded","code":503}}` + "\n\n"}, class: report.ErrHTTP5xx, errPart: "overloaded"},
+		{name: "error event", pieces: []string{helloChunk, "event: error\ndata: {\"error\":\"kaput\"}\n\n"}, class: report.ErrStreamBroken, errPart: "kaput"},
+		{name: "invalid json", pieces: []string{"data: {not json}\n\n"}, class: report.ErrParse, errPart: "decoding stream chunk"},
+		{name: "eof without done", pieces: []string{helloChunk}, class: report.ErrStreamBroken, errPart: "without [DONE]"},
+		{name: "hangup mid-stream", pieces: []string{helloChunk, "<hangup>"}, class: report.ErrStreamBroken},
+		{name: "429", status: 429, ctype: "application/json", pieces: []string{`{"error":{"message":"queue full"}}`}, class: report.ErrHTTP429, errPart: "HTTP 429: queue full"},
+		{name: "404", status: 404, ctype: "application/json", pieces: []string{`{"error":{"message":"no such model"}}`}, class: report.ErrHTTP4xx, errPart: "no such model"},
+		{name: "500", status: 500, ctype: "text/plain", pieces: []string{"boom"}, class: report.ErrHTTP5xx, errPart: "HTTP 500: boom"},
+		{name: "not an event stream", ctype: "application/json", pieces: []string{`{"choices":[]}`}, class: report.ErrParse, errPart: "text/event-stream"},
+		{name: "stall times out", pieces: []string{helloChunk, "<stall>"}, class: report.ErrTimeout, errPart: "--timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, ctype, ep := tc.status, tc.ctype, tc.endpoint
+			if status == 0 {
+				status = 200
+			}
+			if ctype == "" {
+				ctype = "text/event-stream; charset=utf-8"
+			}
+			if ep == "" {
+				ep = EndpointChat
+			}
+			srv, bodies := sseServer(t, status, ctype, 0, tc.pieces...)
+			c := newClient(t, srv.URL, ep, 300*time.Millisecond)
+			now := time.Now()
+			res := c.Do(context.Background(), Request{Index: 3, Prompt: "hi there", MaxTokens: 16}, now)
+			if res.ErrorClass != tc.class {
+				t.Fatalf("class = %q (%s), want %q", res.ErrorClass, res.Err, tc.class)
+			}
+			if !strings.Contains(res.Err, tc.errPart) {
+				t.Errorf("err = %q, want containing %q", res.Err, tc.errPart)
+			}
+			if res.Canceled || res.Index != 3 || !res.Intended.Equal(now) || res.End.Before(res.Sent) {
+				t.Errorf("bad bookkeeping: %+v", res)
+			}
+			body := <-bodies
+			var req map[string]any
+			if err := json.Unmarshal(body, &req); err != nil {
+				t.Fatal(err)
+			}
+			if req["stream"] != true || req["model"] != "m" || req["max_tokens"] != 16.0 {
+				t.Errorf("request body = %s", body)
+			}
+			if so, _ := req["stream_options"].(map[string]any); so["include_usage"] != true {
+				t.Errorf("stream_options = %v", req["stream_options"])
+			}
+			if tc.class != "" {
+				return
+			}
+			if res.OutputTokens != tc.out || res.PromptTokens != tc.in || res.TokensEstimated != tc.estimated || res.UsageMismatch != tc.mismatch {
+				t.Errorf("tokens out=%d in=%d est=%v mismatch=%v, want %d %d %v %v", res.OutputTokens, res.PromptTokens, res.TokensEstimated, res.UsageMismatch, tc.out, tc.in, tc.estimated, tc.mismatch)
+			}
+			if len(res.ChunkTokens) != len(tc.chunkToks) {
+				t.Fatalf("chunk tokens = %v, want %v", res.ChunkTokens, tc.chunkToks)
+			}
+			for i := range tc.chunkToks {
+				if res.ChunkTokens[i] != tc.chunkToks[i] {
+					t.Fatalf("chunk tokens = %v, want %v", res.ChunkTokens, tc.chunkToks)
+				}
+			}
+			if res.FirstToken.IsZero() != !tc.firstToken || res.FirstToken.Before(res.FirstByte) {
+				t.Errorf("first token %v, first byte %v", res.FirstToken, res.FirstByte)
+			}
+		})
+	}
+}
+
+func TestTimingAndAuth(t *testing.T) {
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		io.WriteString(w, roleChunk) // role-only chunk right away: not a token
+		f.Flush()
+		time.Sleep(40 * time.Millisecond)
+		io.WriteString(w, helloChunk)
+		f.Flush()
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(w, worldChunk+usageChunk+done)
+		f.Flush()
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, EndpointChat, time.Second)
+	res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+	if !res.OK() {
+		t.Fatal(res.Err)
+	}
+	if auth != "Bearer sk-test" {
+		t.Errorf("Authorization = %q", auth)
+	}
+	ttft := res.FirstToken.Sub(res.Sent)
+	if ttft < 40*time.Millisecond || ttft > 60*time.Millisecond {
+		t.Errorf("TTFT = %v, want ≈40ms (role-only chunk must not count)", ttft)
+	}
+	gap := time.Duration(res.ChunkOffsets[1] - res.ChunkOffsets[0])
+	if gap < 20*time.Millisecond || gap > 35*time.Millisecond {
+		t.Errorf("chunk gap = %v, want ≈20ms", gap)
+	}
+	if res.Model != "served-m" {
+		t.Errorf("model = %q", res.Model)
+	}
+}
+
+func TestConnectAndCancel(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, "http://"+addr, EndpointChat, time.Second)
+	res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+	if res.ErrorClass != report.ErrConnect {
+		t.Fatalf("class = %q (%s), want connect", res.ErrorClass, res.Err)
+	}
+
+	srv, _ := sseServer(t, 200, "text/event-stream", 0, helloChunk, "<stall>")
+	c = newClient(t, srv.URL, EndpointChat, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	res = c.Do(ctx, Request{Prompt: "x"}, time.Now())
+	if !res.Canceled || res.ErrorClass != "" {
+		t.Fatalf("cancelled request: canceled=%v class=%q", res.Canceled, res.ErrorClass)
+	}
+}
+
+func TestNewValidation(t *testing.T) {
+	for _, cfg := range []Config{
+		{BaseURL: "ftp://x/v1", Endpoint: "chat", Timeout: time.Second},
+		{BaseURL: "http://x/v1", Endpoint: "embeddings", Timeout: time.Second},
+		{BaseURL: "http://x/v1", Endpoint: "chat"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}
+
+func TestDistribute(t *testing.T) {
+	toks := make([]int32, 3)
+	distribute(toks, []int{5, 10, 5}, 8)
+	if toks[0] != 2 || toks[1] != 4 || toks[2] != 2 {
+		t.Fatalf("distribute = %v, want [2 4 2]", toks)
+	}
+}
