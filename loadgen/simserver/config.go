@@ -1,0 +1,170 @@
+// Package simserver is a simulated OpenAI-compatible inference server. It
+// models continuous batching on one GPU (prefill cost per prompt token, a
+// decode step whose duration grows with the batch, a maximum batch and a
+// KV-cache capacity with FIFO queueing beyond them), or, in fixed mode,
+// produces tokens at exactly configured delays. It injects faults (HTTP 500,
+// 429 when its queue is full, mid-stream disconnects, stalls) and exposes
+// vLLM-style metrics. One scheduler goroutine drives every request; handlers
+// wait on per-request signals, so thousands of concurrent streams cost no
+// timer per token.
+//
+// See docs/simserver.md for the model, the defaults and the wire format.
+package simserver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultModel is the model name served when Config.Model is empty.
+const DefaultModel = "gpulens-sim"
+
+// Config holds every knob of the simulated server. Start from DefaultConfig
+// (an 8B model on an H100), or set only FixedTTFT/FixedITL for an ideal
+// fixed-delay server: zero limits mean unlimited, and Validate fills the
+// other defaults.
+type Config struct {
+	// Model is the only model name served (and listed by /v1/models).
+	Model string
+	// Seed makes output lengths, token text, jitter and faults repeatable:
+	// the n-th request received always gets the same draws.
+	Seed uint64
+
+	// PrefillPerToken is the prefill cost of one prompt token, added to the
+	// engine step in which a request is admitted (batching mode).
+	PrefillPerToken time.Duration
+	// DecodeBase and DecodePerSeq give the duration of one decode step for
+	// a batch of b running sequences: DecodeBase + DecodePerSeq×b.
+	DecodeBase   time.Duration
+	DecodePerSeq time.Duration
+	// MaxBatch is the most sequences running at once (0: unlimited).
+	MaxBatch int
+	// KVCapacityTokens is the KV-cache size in tokens (0: unlimited). A
+	// request reserves prompt + output tokens while it runs.
+	KVCapacityTokens int
+	// MaxQueue is the most requests waiting for admission; beyond it new
+	// requests get HTTP 429 (0: unlimited).
+	MaxQueue int
+	// Jitter scales every simulated delay by a seeded factor drawn
+	// uniformly from [1−Jitter, 1+Jitter]. 0 ≤ Jitter < 1.
+	Jitter float64
+
+	// FixedTTFT and FixedITL switch to fixed mode when either is non-zero:
+	// a request's first token comes FixedTTFT after admission and each
+	// later token FixedITL after the previous one, whatever the batch.
+	// MaxBatch, KV capacity and MaxQueue still apply.
+	FixedTTFT time.Duration
+	FixedITL  time.Duration
+
+	// OutputTokensMean is the mean output length when ignore_eos is not
+	// set: lengths are geometric (a constant end-of-sequence probability
+	// 1/mean per token), capped by max_tokens.
+	OutputTokensMean int
+	// MaxOutputTokens caps the output when the request sets no max_tokens.
+	MaxOutputTokens int
+	// TokensPerChunk is how many tokens each streamed content chunk carries
+	// after the first (which always carries one).
+	TokensPerChunk int
+	// RoleChunk sends vLLM's role-only first chunk (delta {"role":
+	// "assistant","content":""}) as soon as the request arrives; otherwise
+	// the role rides on the first content chunk.
+	RoleChunk bool
+	// ContinuousUsage adds cumulative usage to every chunk, as vLLM does for
+	// stream_options.continuous_usage_stats (which a request can also ask
+	// for itself).
+	ContinuousUsage bool
+
+	// ErrorRate is the probability that a request fails with HTTP 500.
+	ErrorRate float64
+	// DisconnectRate is the probability that a stream is cut (connection
+	// aborted) after a random token, before its end.
+	DisconnectRate float64
+	// StallRate is the probability that a request stalls once, before a
+	// random output token (the first one included), for StallDuration.
+	StallRate     float64
+	StallDuration time.Duration
+}
+
+// DefaultConfig returns defaults shaped like an 8B model on one H100.
+func DefaultConfig() Config {
+	return Config{
+		Model:            DefaultModel,
+		Seed:             1,
+		PrefillPerToken:  100 * time.Microsecond,
+		DecodeBase:       12 * time.Millisecond,
+		DecodePerSeq:     150 * time.Microsecond,
+		MaxBatch:         256,
+		KVCapacityTokens: 500_000,
+		Jitter:           0.05,
+		OutputTokensMean: 200,
+		MaxOutputTokens:  4096,
+		TokensPerChunk:   1,
+		RoleChunk:        true,
+		StallDuration:    time.Second,
+	}
+}
+
+// Fixed reports whether the config selects fixed mode.
+func (c *Config) Fixed() bool { return c.FixedTTFT != 0 || c.FixedITL != 0 }
+
+// Validate fills defaults for unset fields and reports the first bad value,
+// named like its command-line flag.
+func (c *Config) Validate() error {
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.OutputTokensMean == 0 {
+		c.OutputTokensMean = 200
+	}
+	if c.MaxOutputTokens == 0 {
+		c.MaxOutputTokens = 4096
+	}
+	if c.TokensPerChunk == 0 {
+		c.TokensPerChunk = 1
+	}
+	var errs []error
+	nonNeg := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("--sim.%s must not be negative, got %s", name, d))
+		}
+	}
+	nonNeg("prefill-per-token", c.PrefillPerToken)
+	nonNeg("decode-base", c.DecodeBase)
+	nonNeg("decode-per-seq", c.DecodePerSeq)
+	nonNeg("ttft", c.FixedTTFT)
+	nonNeg("itl", c.FixedITL)
+	nonNeg("stall-duration", c.StallDuration)
+	count := func(name string, v int) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--sim.%s must not be negative, got %d", name, v))
+		}
+	}
+	count("max-batch", c.MaxBatch)
+	count("kv-capacity-tokens", c.KVCapacityTokens)
+	count("max-queue", c.MaxQueue)
+	if c.OutputTokensMean < 1 {
+		errs = append(errs, fmt.Errorf("--sim.output-tokens-mean must be at least 1, got %d", c.OutputTokensMean))
+	}
+	if c.MaxOutputTokens < 1 {
+		errs = append(errs, fmt.Errorf("--sim.max-output-tokens must be at least 1, got %d", c.MaxOutputTokens))
+	}
+	if c.TokensPerChunk < 1 {
+		errs = append(errs, fmt.Errorf("--sim.tokens-per-chunk must be at least 1, got %d", c.TokensPerChunk))
+	}
+	if c.Jitter < 0 || c.Jitter >= 1 {
+		errs = append(errs, fmt.Errorf("--sim.jitter must be in [0, 1), got %g", c.Jitter))
+	}
+	prob := func(name string, p float64) {
+		if !(p >= 0 && p <= 1) {
+			errs = append(errs, fmt.Errorf("--sim.%s must be a probability in [0, 1], got %g", name, p))
+		}
+	}
+	prob("error-rate", c.ErrorRate)
+	prob("disconnect-rate", c.DisconnectRate)
+	prob("stall-rate", c.StallRate)
+	if !c.Fixed() && c.DecodeBase == 0 && c.DecodePerSeq == 0 {
+		errs = append(errs, errors.New("--sim.decode-base and --sim.decode-per-seq are both zero: set one, or use fixed mode (--sim.ttft/--sim.itl)"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,503 @@
+package simserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 8 << 20
+
+// Server is the simulated inference server. Its handler serves requests;
+// Run drives the scheduler and must be running for generations to progress.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+	started time.Time
+
+	seq    atomic.Uint64 // next request sequence number
+	queued atomic.Int64  // received, not yet admitted
+
+	inMu  sync.Mutex
+	inbox []*request
+	wake  chan struct{} // capacity 1
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	modelJSON []byte // the model name as a JSON string
+}
+
+// New validates cfg and returns a server. It does not start the scheduler:
+// call Run.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid simulator config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	mj, err := json.Marshal(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("encoding model name: %w", err)
+	}
+	s := &Server{
+		cfg:       cfg,
+		logger:    logger,
+		metrics:   newMetrics(cfg.Model),
+		started:   time.Now(),
+		wake:      make(chan struct{}, 1),
+		closed:    make(chan struct{}),
+		modelJSON: mj,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, true) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, false) })
+	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	s.mux = mux
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the OpenAI-compatible API, /health
+// and /metrics.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Config returns the validated configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// Close aborts every request still in progress and stops Run. It is safe to
+// call more than once.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// Run drives the scheduler until ctx is cancelled or Close is called.
+func (s *Server) Run(ctx context.Context) error {
+	e := newEngine(&s.cfg, s.metrics, &s.queued)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var inbox []*request
+	for {
+		s.inMu.Lock()
+		inbox, s.inbox = s.inbox, inbox[:0]
+		s.inMu.Unlock()
+		for i, r := range inbox {
+			e.enqueue(r)
+			inbox[i] = nil
+		}
+		e.advance(time.Now())
+		next, ok := e.next()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.closed:
+				return nil
+			case <-s.wake:
+			}
+			continue
+		}
+		d := time.Until(next)
+		if d <= 0 {
+			continue
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closed:
+			return nil
+		case <-timer.C:
+		case <-s.wake:
+		}
+	}
+}
+
+func (s *Server) submit(r *request) {
+	s.inMu.Lock()
+	s.inbox = append(s.inbox, r)
+	s.inMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// generateRequest is the part of a chat or text completion request the
+// simulator reads.
+type generateRequest struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	Prompt              json.RawMessage   `json:"prompt"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	IgnoreEOS           bool              `json:"ignore_eos"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage         bool `json:"include_usage"`
+		ContinuousUsageStats bool `json:"continuous_usage_stats"`
+	} `json:"stream_options"`
+}
+
+func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat bool) {
+	arrival := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, hr.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("reading request body: %v", err))
+		return
+	}
+	var req generateRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("parsing request body: %v", err))
+		return
+	}
+	if req.Model != s.cfg.Model {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+			fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	var prompt int
+	if chat {
+		if len(req.Messages) == 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: must contain at least one message")
+			return
+		}
+		for _, m := range req.Messages {
+			var msg struct {
+				Content json.RawMessage `json:"content"`
+			}
+			if err := json.Unmarshal(m, &msg); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("messages: %v", err))
+				return
+			}
+			prompt += countPromptTokens(msg.Content)
+		}
+	} else {
+		if len(req.Prompt) == 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt: required")
+			return
+		}
+		prompt = countPromptTokens(req.Prompt)
+	}
+	maxTokens := s.cfg.MaxOutputTokens
+	for _, p := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if p != nil {
+			if *p < 1 {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("max_tokens must be at least 1, got %d", *p))
+				return
+			}
+			maxTokens = *p
+		}
+	}
+
+	seq := s.seq.Add(1) - 1
+	r := &request{
+		seq:          seq,
+		arrival:      arrival,
+		promptTokens: prompt,
+		rng:          rand.New(rand.NewPCG(s.cfg.Seed, seq)),
+		notify:       make(chan struct{}, 1),
+	}
+	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
+	if fail {
+		s.metrics.faults.WithLabelValues(faultError).Inc()
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (--sim.error-rate)")
+		return
+	}
+	if s.cfg.KVCapacityTokens > 0 && r.kv > s.cfg.KVCapacityTokens {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "",
+			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
+				s.cfg.KVCapacityTokens, r.kv, r.promptTokens, r.target))
+		return
+	}
+	if !s.reserveQueueSlot() {
+		s.metrics.faults.WithLabelValues(faultQueueFull).Inc()
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "", fmt.Sprintf("simulated server queue is full (%d waiting)", s.cfg.MaxQueue))
+		return
+	}
+	if r.stallAt >= 0 {
+		s.metrics.faults.WithLabelValues(faultStall).Inc()
+	}
+	s.metrics.promptTokens.Add(float64(prompt))
+	r.times = make([]int64, 0, r.target)
+
+	h := w.Header()
+	h.Set("X-Sim-Arrival", strconv.FormatInt(arrival.UnixNano(), 10))
+	h.Set("X-Sim-Request-Seq", strconv.FormatUint(seq, 10))
+	defer r.gone.Store(true)
+	if req.Stream {
+		o := streamOptions{chat: chat}
+		if req.StreamOptions != nil {
+			o.includeUsage = req.StreamOptions.IncludeUsage
+			o.continuous = req.StreamOptions.ContinuousUsageStats
+		}
+		o.continuous = o.continuous || s.cfg.ContinuousUsage
+		s.stream(hr.Context(), w, r, o)
+		return
+	}
+	s.respond(hr.Context(), w, r, chat)
+}
+
+// reserveQueueSlot counts a new waiting request, or reports that the queue
+// is full.
+func (s *Server) reserveQueueSlot() bool {
+	for {
+		q := s.queued.Load()
+		if s.cfg.MaxQueue > 0 && q >= int64(s.cfg.MaxQueue) {
+			return false
+		}
+		if s.queued.CompareAndSwap(q, q+1) {
+			return true
+		}
+	}
+}
+
+// wait blocks until r has produced more than have tokens, has finished, or
+// must be abandoned (client gone, server closed).
+func (s *Server) wait(ctx context.Context, r *request, have int) ([]int64, bool, error) {
+	for {
+		times, finished := r.snapshot()
+		if len(times) > have || finished {
+			return times, finished, nil
+		}
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-s.closed:
+			return nil, false, errors.New("server closed")
+		}
+	}
+}
+
+// abort cuts the connection without finishing the response.
+func (s *Server) abort(r *request) {
+	r.gone.Store(true)
+	panic(http.ErrAbortHandler)
+}
+
+func (s *Server) respond(ctx context.Context, w http.ResponseWriter, r *request, chat bool) {
+	s.submit(r)
+	var times []int64
+	for {
+		t, finished, err := s.wait(ctx, r, len(times))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.abort(r)
+			}
+			return
+		}
+		times = t
+		if r.disconnectAt >= 0 && len(times) >= r.disconnectAt {
+			s.metrics.faults.WithLabelValues(faultDisconnect).Inc()
+			s.abort(r)
+		}
+		if finished {
+			break
+		}
+	}
+	text := string(appendTokens(nil, r, 0, len(times)))
+	reason := finishReason(r)
+	usage := usageJSON{PromptTokens: r.promptTokens, TotalTokens: r.promptTokens + len(times), CompletionTokens: len(times)}
+	sim := simInfo(r, times, nil)
+	created := r.arrival.Unix()
+	var resp any
+	if chat {
+		resp = chatResponse{ID: "chatcmpl-sim-" + strconv.FormatUint(r.seq, 10), Object: "chat.completion", Created: created,
+			Model: s.cfg.Model, Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text}, FinishReason: reason}},
+			Usage: usage, Sim: sim}
+	} else {
+		resp = textResponse{ID: "cmpl-sim-" + strconv.FormatUint(r.seq, 10), Object: "text_completion", Created: created,
+			Model: s.cfg.Model, Choices: []textChoice{{Text: text, FinishReason: reason}}, Usage: usage, Sim: sim}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		s.logger.Error("encoding response", "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "encoding response")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+type streamOptions struct {
+	chat, includeUsage, continuous bool
+}
+
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, r *request, o streamOptions) {
+	f, _ := w.(http.Flusher)
+	flush := func() {
+		if f != nil {
+			f.Flush()
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	c := chunker{s: s, r: r, o: o}
+	c.prefix = c.appendPrefix(make([]byte, 0, 128))
+	c.buf = make([]byte, 0, 512)
+	if o.chat && s.cfg.RoleChunk {
+		c.buf = c.appendRoleChunk(c.buf[:0])
+		_, _ = w.Write(c.buf)
+	}
+	flush()
+	s.submit(r)
+
+	chunkTimes := make([]int64, 0, 1+(r.target-1)/s.cfg.TokensPerChunk+1)
+	written, seen := 0, 0
+	for {
+		if r.disconnectAt >= 0 && written >= r.disconnectAt {
+			s.metrics.faults.WithLabelValues(faultDisconnect).Inc()
+			s.abort(r)
+		}
+		times, finished, err := s.wait(ctx, r, seen)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.abort(r)
+			}
+			return
+		}
+		n := len(times)
+		seen = n
+		c.buf = c.buf[:0]
+		now := time.Now().UnixNano()
+		for written < n {
+			k := 1
+			if written > 0 {
+				k = min(s.cfg.TokensPerChunk, n-written)
+				if k < s.cfg.TokensPerChunk && !finished {
+					break // wait for a full chunk
+				}
+			}
+			if r.disconnectAt >= 0 && written+k > r.disconnectAt && written < r.disconnectAt {
+				k = r.disconnectAt - written // cut inside this chunk
+			}
+			last := finished && written+k == n
+			chunkTimes = append(chunkTimes, now)
+			c.buf = c.appendContentChunk(c.buf, written, written+k, last, times, chunkTimes)
+			written += k
+			if r.disconnectAt >= 0 && written >= r.disconnectAt {
+				break
+			}
+		}
+		if finished && written == n {
+			if o.includeUsage {
+				c.buf = c.appendUsageChunk(c.buf, times, chunkTimes)
+			}
+			c.buf = append(c.buf, "data: [DONE]\n\n"...)
+			_, _ = w.Write(c.buf)
+			flush()
+			return
+		}
+		if len(c.buf) > 0 {
+			if _, err := w.Write(c.buf); err != nil {
+				return
+			}
+			flush()
+		}
+	}
+}
+
+func finishReason(r *request) string {
+	if r.lengthCapped {
+		return "length"
+	}
+	return "stop"
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
+	resp := struct {
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{Object: "list", Data: []modelCard{{ID: s.cfg.Model, Object: "model", Created: s.started.Unix(), OwnedBy: "gpulens", Root: s.cfg.Model}}}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	Root    string `json:"root"`
+}
+
+// writeError writes an OpenAI-style error object.
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    any     `json:"code"`
+		} `json:"error"`
+	}
+	e.Error.Message, e.Error.Type = msg, typ
+	if code != "" {
+		e.Error.Code = code
+	}
+	b, _ := json.Marshal(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// countPromptTokens counts whitespace-separated words in a message content
+// or prompt: a string, an array of strings or of content parts ({"text":
+// …}), or an array of token ids (one token each).
+func countPromptTokens(raw json.RawMessage) int {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return 0
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return len(bytes.Fields([]byte(s)))
+		}
+	case '[':
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return 0
+		}
+		n := 0
+		for _, it := range items {
+			it = bytes.TrimSpace(it)
+			switch {
+			case len(it) == 0:
+			case it[0] == '{':
+				var part struct {
+					Text string `json:"text"`
+				}
+				if json.Unmarshal(it, &part) == nil {
+					n += len(bytes.Fields([]byte(part.Text)))
+				}
+			case it[0] == '"' || it[0] == '[':
+				n += countPromptTokens(it)
+			default:
+				n++ // a token id
+			}
+		}
+		return n
+	}
+	return 0
+}
