@@ -1,0 +1,434 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config tunes the sampler.
+type Config struct {
+	// Interval between two reads of a GPU.
+	Interval time.Duration
+	// DeviceTimeout is how long one GPU's cycle may take, a single NVML call
+	// included, before the GPU is reported down (gpulens_gpu_up 0) and the
+	// call in progress is counted as a deadline_exceeded error. NVML calls
+	// cannot be cancelled: the GPU's goroutine waits for the call and
+	// resumes; the other GPUs are unaffected.
+	DeviceTimeout time.Duration
+	// Simulated marks every GPU as simulated in gpulens_gpu_info.
+	Simulated bool
+	Logger    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the configuration and names the offending setting.
+func (c Config) Validate() error {
+	if c.Interval <= 0 {
+		return fmt.Errorf("sampler interval must be positive, got %s", c.Interval)
+	}
+	if c.DeviceTimeout <= 0 {
+		return fmt.Errorf("sampler device timeout must be positive, got %s", c.DeviceTimeout)
+	}
+	return nil
+}
+
+// NamedCollector is an enabled collector with its flag name.
+type NamedCollector struct {
+	Name      string
+	Collector Collector
+}
+
+// Sampler reads every GPU on its own goroutine and publishes an immutable
+// snapshot of const metrics. It is a prometheus.Collector whose Collect only
+// copies the latest snapshot.
+type Sampler struct {
+	lib        nvml.Interface
+	cfg        Config
+	now        func() time.Time
+	logger     *slog.Logger
+	collectors []NamedCollector
+	workers    []*deviceWorker
+	xid        *xidWatcher
+
+	driverVersion string
+	cudaVersion   string
+
+	errors        *prometheus.CounterVec
+	cycleDuration prometheus.Histogram
+
+	publishMu sync.Mutex
+	lastSize  int
+	snap      atomic.Pointer[Snapshot]
+}
+
+// Snapshot is one immutable view of every GPU.
+type Snapshot struct {
+	Time    time.Time
+	Metrics []prometheus.Metric
+}
+
+// NewSampler discovers the GPUs of an initialised NVML library. It reads only
+// the device count and library versions; each GPU's handle and identity are
+// read by its own goroutine, so a GPU that hangs at start-up cannot block the
+// others. withXID starts the XID event watcher.
+func NewSampler(lib nvml.Interface, collectors []NamedCollector, withXID bool, cfg Config) (*Sampler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sampler{
+		lib:        lib,
+		cfg:        cfg,
+		now:        cfg.Now,
+		logger:     cfg.Logger,
+		collectors: collectors,
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "nvml_errors_total",
+			Help: "NVML calls that failed, by call and error (ERROR_NOT_SUPPORTED is not an error: the metric is omitted). error=\"deadline_exceeded\" counts calls still running after --sampler.device-timeout.",
+		}, []string{"call", "error"}),
+		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "sampler_duration_seconds",
+			Help:    "Time one GPU's sampler cycle took (every enabled collector's NVML calls for that GPU).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("counting GPUs (nvmlDeviceGetCount): %w", ret)
+	}
+	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+		s.driverVersion = v
+	} else {
+		s.RecordError("SystemGetDriverVersion", returnName(ret))
+	}
+	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+		s.cudaVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+	} else {
+		s.RecordError("SystemGetCudaDriverVersion", returnName(ret))
+	}
+	for i := 0; i < n; i++ {
+		w := &deviceWorker{s: s, index: i, gpu: strconv.Itoa(i)}
+		w.currentCollector.Store(-1)
+		s.workers = append(s.workers, w)
+	}
+	if withXID {
+		s.xid = newXIDWatcher(lib, n, s, s.logger, s.now)
+	}
+	s.publish()
+	return s, nil
+}
+
+// DeviceCount is the number of GPUs found at start-up.
+func (s *Sampler) DeviceCount() int { return len(s.workers) }
+
+// RecordError implements ErrorRecorder.
+func (s *Sampler) RecordError(call, errName string) {
+	s.errors.WithLabelValues(call, errName).Inc()
+}
+
+// Run samples every GPU until ctx is cancelled. It returns once every GPU
+// goroutine has finished its cycle, or after one more DeviceTimeout if a GPU
+// is stuck in an NVML call (that goroutine is abandoned).
+func (s *Sampler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range s.workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	if s.xid != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.xid.run(ctx) }()
+	}
+	// The watchdog republishes even when every GPU is stuck, so that
+	// stuck GPUs are reported down.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(s.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.publish()
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	<-ctx.Done()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.DeviceTimeout):
+		s.logger.Warn("sampler stopped with a GPU still inside an NVML call")
+	}
+}
+
+// Snapshot returns the latest published snapshot.
+func (s *Sampler) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Describe implements prometheus.Collector.
+func (s *Sampler) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{gpuUpDesc, gpuInfoDesc, lastSuccessDesc, collectorSuccessDesc, collectorDurationDesc, xidDesc, lastXIDDesc} {
+		ch <- d
+	}
+	for _, c := range s.collectors {
+		c.Collector.Describe(ch)
+	}
+	s.errors.Describe(ch)
+	s.cycleDuration.Describe(ch)
+}
+
+// Collect implements prometheus.Collector. It never calls NVML.
+func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range s.snap.Load().Metrics {
+		ch <- m
+	}
+	if s.xid != nil {
+		for _, m := range s.xid.metrics() {
+			ch <- m
+		}
+	}
+	s.errors.Collect(ch)
+	s.cycleDuration.Collect(ch)
+}
+
+var (
+	gpuUpDesc = desc("gpu", "up",
+		"1 when the GPU was read successfully within --sampler.device-timeout, 0 when it cannot be read, hangs or is lost (its other series are then absent).")
+	gpuInfoDesc = prometheus.NewDesc(namespace+"_gpu_info",
+		"Identity of the GPU, value 1. Join on gpu and uuid to add model, driver and CUDA versions to any series.",
+		[]string{"gpu", "uuid", "name", "pci_bus_id", "serial", "driver_version", "cuda_driver_version", "vbios_version", "simulated"}, nil)
+	lastSuccessDesc = prometheus.NewDesc(namespace+"_sampler_last_success_timestamp_seconds",
+		"Unix time the GPU's last successful sampler cycle finished.", []string{"gpu", "uuid"}, nil)
+	collectorSuccessDesc = prometheus.NewDesc(namespace+"_scrape_collector_success",
+		"1 when the collector's last cycle on every GPU that is up made no failed NVML call.", []string{"collector"}, nil)
+	collectorDurationDesc = prometheus.NewDesc(namespace+"_scrape_collector_duration_seconds",
+		"Longest time the collector's last cycle took on any GPU (time so far for a cycle still running past its deadline).", []string{"collector"}, nil)
+)
+
+// deviceWorker samples one GPU.
+type deviceWorker struct {
+	s     *Sampler
+	index int
+	gpu   string
+
+	// Owned by the worker goroutine.
+	handle   nvml.Device
+	info     *Device
+	infoM    prometheus.Metric
+	samplers []DeviceSampler
+
+	// Shared with publish.
+	current          atomic.Pointer[string] // NVML call in progress
+	currentCollector atomic.Int32           // index of the collector in progress, -1 if none
+	cycleStart       atomic.Int64           // UnixNano of the cycle in progress, 0 when idle
+	result           atomic.Pointer[deviceResult]
+	uuid             atomic.Pointer[string] // set once the identity is read
+
+	hangReported int64 // cycleStart already reported as hung; guarded by publishMu
+}
+
+// deviceResult is one finished cycle of one GPU; immutable once stored.
+type deviceResult struct {
+	up          bool
+	completed   time.Time
+	lastSuccess time.Time
+	metrics     []prometheus.Metric
+	collectorOK []bool
+	collectorD  []time.Duration
+}
+
+func (w *deviceWorker) run(ctx context.Context) {
+	t := time.NewTicker(w.s.cfg.Interval)
+	defer t.Stop()
+	for {
+		w.cycle()
+		w.s.publish()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *deviceWorker) cycle() {
+	s := w.s
+	start := s.now()
+	w.cycleStart.Store(start.UnixNano())
+	defer w.cycleStart.Store(0)
+	r := &Reader{Device: w.handle, errs: s, current: &w.current}
+
+	if w.handle == nil {
+		h, ok := Call(r, "DeviceGetHandleByIndex", func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(w.index) })
+		if ok {
+			w.handle, r.Device = h, h
+		}
+	}
+	if w.handle != nil && w.info == nil {
+		w.readIdentity(r)
+	}
+
+	prev := w.result.Load()
+	res := &deviceResult{
+		collectorOK: make([]bool, len(s.collectors)),
+		collectorD:  make([]time.Duration, len(s.collectors)),
+	}
+	if prev != nil {
+		res.lastSuccess = prev.lastSuccess
+	}
+	if w.info != nil {
+		e := newEmitter(w.gpu, w.info.UUID, max(64, len(metricsOf(prev))))
+		e.metrics = append(e.metrics, w.infoM)
+		for i, smp := range w.samplers {
+			failures, t0 := r.failures, s.now()
+			w.currentCollector.Store(int32(i))
+			smp.Sample(r, e, t0)
+			res.collectorD[i] = s.now().Sub(t0)
+			res.collectorOK[i] = r.failures == failures && !r.lost
+		}
+		w.currentCollector.Store(-1)
+		res.metrics = e.metrics
+	}
+	end := s.now()
+	res.completed = end
+	res.up = w.info != nil && !r.lost && (r.success > 0 || len(w.samplers) == 0)
+	if res.up {
+		res.lastSuccess = end
+	}
+	s.cycleDuration.Observe(end.Sub(start).Seconds())
+	w.result.Store(res)
+}
+
+func metricsOf(r *deviceResult) []prometheus.Metric {
+	if r == nil {
+		return nil
+	}
+	return r.metrics
+}
+
+// readIdentity reads the GPU's static identity once. Only the UUID is
+// required; the other fields stay empty when unavailable.
+func (w *deviceWorker) readIdentity(r *Reader) {
+	s := w.s
+	uuid, ok := Call(r, "GetUUID", r.Device.GetUUID)
+	if !ok {
+		return
+	}
+	d := &Device{Index: w.index, UUID: uuid}
+	d.Name, _ = Call(r, "GetName", r.Device.GetName)
+	if pci, ok := Call(r, "GetPciInfo", r.Device.GetPciInfo); ok {
+		d.PCIBusID = cString(pci.BusId[:])
+	}
+	d.Serial, _ = Call(r, "GetSerial", r.Device.GetSerial)
+	d.VBIOS, _ = Call(r, "GetVbiosVersion", r.Device.GetVbiosVersion)
+	w.info = d
+	w.uuid.Store(&d.UUID)
+	w.infoM = prometheus.MustNewConstMetric(gpuInfoDesc, prometheus.GaugeValue, 1,
+		w.gpu, d.UUID, d.Name, d.PCIBusID, d.Serial, s.driverVersion, s.cudaVersion, d.VBIOS, strconv.FormatBool(s.cfg.Simulated))
+	for _, c := range s.collectors {
+		w.samplers = append(w.samplers, c.Collector.NewDevice(*d))
+	}
+	s.logger.Info("GPU found", "gpu", w.index, "uuid", d.UUID, "name", d.Name, "pci_bus_id", d.PCIBusID)
+}
+
+// cString converts a NUL-terminated C char array.
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+// publish assembles a new snapshot from every GPU's latest result. It runs
+// after each GPU cycle and on the watchdog tick.
+func (s *Sampler) publish() {
+	s.publishMu.Lock()
+	defer s.publishMu.Unlock()
+	now := s.now()
+	ms := make([]prometheus.Metric, 0, s.lastSize)
+	ok := make([]bool, len(s.collectors))
+	dur := make([]time.Duration, len(s.collectors))
+	for i := range ok {
+		ok[i] = true
+	}
+	for _, w := range s.workers {
+		res := w.result.Load()
+		var uuid string
+		if u := w.uuid.Load(); u != nil {
+			uuid = *u
+		}
+		up := res != nil && res.up
+		if res != nil {
+			if now.Sub(res.completed) > s.cfg.DeviceTimeout+s.cfg.Interval {
+				up = false // the GPU's goroutine has not finished a cycle for too long
+			}
+			if up {
+				for i := range ok {
+					ok[i] = ok[i] && res.collectorOK[i]
+					dur[i] = max(dur[i], res.collectorD[i])
+				}
+			}
+		}
+		if startNs := w.cycleStart.Load(); startNs != 0 {
+			if running := now.Sub(time.Unix(0, startNs)); running > s.cfg.DeviceTimeout {
+				up = false
+				if ci := w.currentCollector.Load(); ci >= 0 {
+					ok[ci] = false
+					dur[ci] = max(dur[ci], running)
+				}
+				if w.hangReported != startNs {
+					w.hangReported = startNs
+					call := "unknown"
+					if c := w.current.Load(); c != nil {
+						call = *c
+					}
+					s.RecordError(call, errDeadline)
+					s.logger.Warn("NVML call exceeded the device deadline", "gpu", w.index, "call", call, "deadline", s.cfg.DeviceTimeout)
+				}
+			}
+		}
+		ms = append(ms, prometheus.MustNewConstMetric(gpuUpDesc, prometheus.GaugeValue, b2f(up), w.gpu, uuid))
+		if res != nil && !res.lastSuccess.IsZero() {
+			ms = append(ms, prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue,
+				float64(res.lastSuccess.UnixNano())/1e9, w.gpu, uuid))
+		}
+		if up {
+			ms = append(ms, res.metrics...)
+		}
+	}
+	for i, c := range s.collectors {
+		ms = append(ms,
+			prometheus.MustNewConstMetric(collectorSuccessDesc, prometheus.GaugeValue, b2f(ok[i]), c.Name),
+			prometheus.MustNewConstMetric(collectorDurationDesc, prometheus.GaugeValue, dur[i].Seconds(), c.Name))
+	}
+	s.lastSize = len(ms)
+	s.snap.Store(&Snapshot{Time: now, Metrics: ms})
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
