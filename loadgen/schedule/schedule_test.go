@@ -1,0 +1,99 @@
+package schedule
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestConstant(t *testing.T) {
+	got := Generate(Config{Rate: 4, Arrival: Constant}, 0, time.Second)
+	want := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestRampUp(t *testing.T) {
+	// Rate ramps 0→10/s over 2 s: Λ(2s) = 10 expected arrivals, the 11th
+	// (e=10) lands exactly at 2 s and later ones every 100 ms.
+	got := Generate(Config{Rate: 10, Arrival: Constant, RampUp: 2 * time.Second}, 13, 0)
+	if got[10] != 2*time.Second || got[12]-got[11] != 100*time.Millisecond {
+		t.Fatalf("ramp schedule %v", got)
+	}
+	if got[1] != time.Duration(math.Sqrt(2*2*1.0/10)*float64(time.Second)) {
+		t.Fatalf("second arrival %v", got[1])
+	}
+}
+
+func TestSeededAndRates(t *testing.T) {
+	for _, arr := range []string{Poisson, Gamma} {
+		c := Config{Rate: 1000, Arrival: arr, Burstiness: 0.5, Seed: 42}
+		a, b := Generate(c, 20000, 0), Generate(c, 20000, 0)
+		if !slices.Equal(a, b) {
+			t.Fatalf("%s: same seed, different schedules", arr)
+		}
+		c.Seed = 43
+		if slices.Equal(a, Generate(c, 20000, 0)) {
+			t.Fatalf("%s: different seeds, same schedule", arr)
+		}
+		rate := float64(len(a)-1) / a[len(a)-1].Seconds()
+		if math.Abs(rate-1000)/1000 > 0.03 {
+			t.Fatalf("%s: rate %v, want ≈1000", arr, rate)
+		}
+		// Burstier gamma (k=0.5) has inter-arrival CV² = 1/k = 2.
+		if arr == Gamma {
+			var sum, sq float64
+			for i := 1; i < len(a); i++ {
+				g := (a[i] - a[i-1]).Seconds()
+				sum += g
+				sq += g * g
+			}
+			n := float64(len(a) - 1)
+			mean := sum / n
+			cv2 := (sq/n - mean*mean) / (mean * mean)
+			if math.Abs(cv2-2) > 0.2 {
+				t.Fatalf("gamma CV² = %v, want ≈2", cv2)
+			}
+		}
+	}
+}
+
+func TestShardUnionEqualsSchedule(t *testing.T) {
+	c := Config{Rate: 500, Arrival: Poisson, Seed: 7}
+	whole := Generate(c, 1001, 0)
+	seen := make([]bool, len(whole))
+	for i := 0; i < 3; i++ {
+		s, err := ParseShard(string(rune('0'+i)) + "/3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range Generate(c, 1001, 0) {
+			if s.Owns(k) {
+				if seen[k] {
+					t.Fatalf("index %d owned twice", k)
+				}
+				seen[k] = true
+			}
+		}
+	}
+	for k, ok := range seen {
+		if !ok {
+			t.Fatalf("index %d owned by no shard", k)
+		}
+	}
+	for _, bad := range []string{"3/3", "-1/2", "a/b", "1", "0/0"} {
+		if _, err := ParseShard(bad); err == nil {
+			t.Errorf("ParseShard(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []Config{{Rate: 0, Arrival: Poisson}, {Rate: 1, Arrival: "zipf"}, {Rate: 1, Arrival: Gamma}, {Rate: 1, Arrival: Poisson, RampUp: -1}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+// Package workload generates the prompts of a run: synthetic prompts with
+// seeded token-length distributions, or prompts from a dataset file. Request
+// i depends only on the seed and i, so every shard and every repeat sees the
+// same requests in the same order.
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+)
+
+// Length is a token-length distribution.
+type Length struct {
+	Kind     string // fixed, uniform, normal, lognormal
+	A, B     float64
+	Min, Max int
+	spec     string
+}
+
+// String returns the spec the distribution was parsed from.
+func (l Length) String() string { return l.spec }
+
+// ParseLength parses "fixed:N", "uniform:LO,HI", "normal:MEAN,STDDEV",
+// "lognormal:MEDIAN,SIGMA", each optionally followed by ",min=N" and
+// ",max=N". flag names the flag in error messages.
+func ParseLength(flag, spec string) (Length, error) {
+	l := Length{spec: spec, Min: 1, Max: math.MaxInt32}
+	kind, rest, _ := strings.Cut(spec, ":")
+	l.Kind = kind
+	var nums []float64
+	for _, part := range strings.Split(rest, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if k, v, ok := strings.Cut(part, "="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return l, fmt.Errorf("%s %q: %s=%q is not a non-negative integer", flag, spec, k, v)
+			}
+			switch k {
+			case "min":
+				l.Min = n
+			case "max":
+				l.Max = n
+			default:
+				return l, fmt.Errorf("%s %q: unknown option %q (want min= or max=)", flag, spec, k)
+			}
+			continue
+		}
+		f, err := strconv.ParseFloat(part, 64)
+		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return l, fmt.Errorf("%s %q: %q is not a non-negative number", flag, spec, part)
+		}
+		nums = append(nums, f)
+	}
+	want := map[string]int{"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
+	n, ok := want[kind]
+	if !ok {
+		return l, fmt.Errorf("%s %q: unknown distribution %q (want fixed, uniform, normal or lognormal)", flag, spec, kind)
+	}
+	if len(nums) != n {
+		return l, fmt.Errorf("%s %q: %s takes %d number(s), got %d", flag, spec, kind, n, len(nums))
+	}
+	l.A = nums[0]
+	if n == 2 {
+		l.B = nums[1]
+	}
+	if kind == "uniform" && l.B < l.A {
+		return l, fmt.Errorf("%s %q: uniform high %v is below low %v", flag, spec, l.B, l.A)
+	}
+	if l.Max < l.Min {
+		return l, fmt.Errorf("%s %q: max %d is below min %d", flag, spec, l.Max, l.Min)
+	}
+	return l, nil
+}
+
+// Sample draws one length.
+func (l Length) Sample(rng *rand.Rand) int {
+	var v float64
+	switch l.Kind {
+	case "fixed":
+		v = l.A
+	case "uniform":
+		v = l.A + rng.Float64()*(l.B-l.A+1)
+		v = math.Floor(v)
+	case "normal":
+		v = l.A + rng.NormFloat64()*l.B
+	case "lognormal":
+		v = l.A * math.Exp(rng.NormFloat64()*l.B)
+	}
+	n := int(math.Round(v))
+	return min(max(n, l.Min), l.Max)
+}
+
+// Entry is one dataset prompt.
+type Entry struct {
+	Prompt       string
+	OutputTokens int // 0: use the output length distribution
+}
+
+// Dataset is a loaded prompt file.
+type Dataset struct {
+	Name    string // base name
+	SHA256  string
+	Entries []Entry
+}
+
+// LoadDataset reads a JSONL file of {"prompt": ...} objects (also "text";
+// optional "output_tokens" or "max_tokens") or a ShareGPT JSON array
+// ({"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}).
+func LoadDataset(path string) (*Dataset, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading dataset: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	d := &Dataset{Name: filepath.Base(path), SHA256: hex.EncodeToString(sum[:])}
+	if trimmed := bytes.TrimSpace(b); len(trimmed) > 0 && trimmed[0] == '[' {
+		d.Entries, err = parseShareGPT(trimmed, path)
+	} else {
+		d.Entries, err = parseJSONL(b, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(d.Entries) == 0 {
+		return nil, fmt.Errorf("dataset %s: no prompts", path)
+	}
+	return d, nil
+}
+
+func parseJSONL(b []byte, path string) ([]Entry, error) {
+	var out []Entry
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var rec struct {
+			Prompt       *string `json:"prompt"`
+			Text         *string `json:"text"`
+			OutputTokens int     `json:"output_tokens"`
+			MaxTokens    int     `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, fmt.Errorf("dataset %s: line %d: %w", path, line, err)
+		}
+		p := rec.Prompt
+		if p == nil {
+			p = rec.Text
+		}
+		if p == nil {
+			return nil, fmt.Errorf("dataset %s: line %d: no \"prompt\" or \"text\" field", path, line)
+		}
+		out = append(out, Entry{Prompt: *p, OutputTokens: max(rec.OutputTokens, rec.MaxTokens)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", path, err)
+	}
+	return out, nil
+}
+
+func parseShareGPT(b []byte, path string) ([]Entry, error) {
+	var convs []struct {
+		Conversations []struct {
+			From  string `json:"from"`
+			Value string `json:"value"`
+		} `json:"conversations"`
+	}
+	if err := json.Unmarshal(b, &convs); err != nil {
+		return nil, fmt.Errorf("dataset %s: ShareGPT JSON: %w", path, err)
+	}
+	var out []Entry
+	for _, c := range convs {
+		// First human turn is the prompt; the following gpt turn sets the
+		// output length. Conversations without a human turn are skipped.
+		for i, turn := range c.Conversations {
+			if turn.From != "human" && turn.From != "user" {
+				continue
+			}
+			e := Entry{Prompt: turn.Value}
+			if i+1 < len(c.Conversations) {
+				e.OutputTokens = len(strings.Fields(c.Conversations[i+1].Value))
+			}
+			out = append(out, e)
+			break
+		}
+	}
+	return out, nil
+}
+
+// Config describes a workload.
+type Config struct {
+	Seed         int64
+	Input        Length
+	Output       Length
+	Dataset      *Dataset
+	MaxTokens    int // caps output; 0 = no cap beyond the distribution
+	IgnoreEOS    bool
+	PromptPrefix string
+}
+
+// Workload hands out requests by index.
+type Workload struct {
+	cfg  Config
+	perm []int
+}
+
+// New returns a workload.
+func New(cfg Config) *Workload {
+	w := &Workload{cfg: cfg}
+	if cfg.Dataset != nil {
+		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9e3779b97f4a7c15))
+		w.perm = rng.Perm(len(cfg.Dataset.Entries))
+	}
+	return w
+}
+
+var vocabulary = strings.Fields(`the of and to in is was for on that with as by at from it an be this are or which has have had not but were their one all its also more first two new other time can they some after into only most over may such these when many about would there than three than years used between could known where well city part while during world made both under each since including people later same through long life however several game became being
+system number during state found group music based area series second high called team century season university school film history government national small large work family american album end population water early public river back north south following`)
+
+// Request returns request i.
+func (w *Workload) Request(i int) client.Request {
+	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
+	var prompt string
+	var in, out int
+	if d := w.cfg.Dataset; d != nil {
+		e := d.Entries[w.perm[i%len(w.perm)]]
+		prompt = e.Prompt
+		in = len(strings.Fields(prompt))
+		out = e.OutputTokens
+		if out == 0 {
+			out = w.cfg.Output.Sample(rng)
+		}
+	} else {
+		in = w.cfg.Input.Sample(rng)
+		out = w.cfg.Output.Sample(rng)
+		var sb strings.Builder
+		sb.Grow(in * 8)
+		sb.WriteString(w.cfg.PromptPrefix)
+		// A unique leading number defeats prefix caching across requests.
+		sb.WriteString(strconv.Itoa(i))
+		for k := 1; k < in; k++ {
+			sb.WriteByte(' ')
+			sb.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+		}
+		prompt = sb.String()
+	}
+	if w.cfg.MaxTokens > 0 {
+		out = min(out, w.cfg.MaxTokens)
+	}
+	return client.Request{Index: i, Prompt: prompt, InputTokens: in, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
+}
