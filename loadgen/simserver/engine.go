@@ -119,6 +119,7 @@ type engine struct {
 
 	inStep  bool
 	stepEnd time.Time
+	stepLen time.Duration
 }
 
 func newEngine(cfg *Config, m *metrics, queued *atomic.Int64) *engine {
@@ -231,8 +232,9 @@ func (e *engine) advanceBatching(now time.Time) {
 		}
 		e.inStep = false
 		// Start the next step where this one should have ended, so timer
-		// lateness does not accumulate, unless the scheduler fell behind.
-		if now.Sub(e.stepEnd) < 2*time.Millisecond {
+		// lateness does not accumulate, unless the scheduler fell a whole
+		// step behind (then the lost time is lost, as on a real engine).
+		if now.Sub(e.stepEnd) < e.stepLen {
 			stepStart = e.stepEnd
 		}
 	}
@@ -263,7 +265,8 @@ func (e *engine) advanceBatching(now time.Time) {
 		return
 	}
 	d := time.Duration(prefill)*e.cfg.PrefillPerToken + e.cfg.DecodeBase + time.Duration(batch)*e.cfg.DecodePerSeq
-	e.stepEnd = stepStart.Add(jitter(e.rng, d, e.cfg.Jitter))
+	e.stepLen = jitter(e.rng, d, e.cfg.Jitter)
+	e.stepEnd = stepStart.Add(e.stepLen)
 	e.inStep = true
 }
 

@@ -1,8 +1,6 @@
 package simserver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto_ "github.com/prometheus/client_model/go"
 )
 
 // startServer runs a simulator with cfg behind an httptest server on
@@ -186,5 +186,4 @@ func TestStreamFramingExact(t *testing.T) {
 	}
 }
 
-var _ = bufio.NewReader
-var _ = bytes.NewReader
+type dto = dto_.MetricFamily

@@ -1,0 +1,572 @@
+package simserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func chatBody(extra string) string {
+	return `{"model":"gpulens-sim","messages":[{"role":"user","content":"count these five words"}]` + extra + `}`
+}
+
+func TestNonStreaming(t *testing.T) {
+	_, url := startServer(t, Config{Seed: 3, FixedTTFT: time.Millisecond, FixedITL: 100 * time.Microsecond, OutputTokensMean: 1000})
+	for _, tc := range []struct {
+		name, path, body string
+		tokens           int
+		finish, text     string
+	}{
+		{"chat max_tokens", "/v1/chat/completions", chatBody(`,"max_tokens":5`), 5, "length", "client jumps away word dog"},
+		{"chat max_completion_tokens", "/v1/chat/completions", chatBody(`,"max_completion_tokens":2,"stream":false`), 2, "length", "latency sentence"},
+		{"completions token-id prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":[1,2,3,4],"max_tokens":3}`, 3, "length", "in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, url+tc.path, tc.body)
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+			var got struct {
+				ID, Object, Model string
+				Choices           []struct {
+					Message      struct{ Role, Content string }
+					Text         string
+					FinishReason string `json:"finish_reason"`
+				}
+				Usage usageJSON
+				Sim   SimInfo `json:"gpulens_sim"`
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			wantPrompt := 4
+			text := got.Choices[0].Text
+			if strings.Contains(tc.path, "chat") {
+				if got.Object != "chat.completion" || got.Choices[0].Message.Role != "assistant" {
+					t.Errorf("object %q role %q", got.Object, got.Choices[0].Message.Role)
+				}
+				text = got.Choices[0].Message.Content
+			} else if got.Object != "text_completion" {
+				t.Errorf("object %q", got.Object)
+			}
+			if got.Usage != (usageJSON{PromptTokens: wantPrompt, CompletionTokens: tc.tokens, TotalTokens: wantPrompt + tc.tokens}) {
+				t.Errorf("usage %+v, want prompt %d completion %d", got.Usage, wantPrompt, tc.tokens)
+			}
+			if n := len(strings.Fields(text)); n != tc.tokens {
+				t.Errorf("text %q has %d words, want %d", text, n, tc.tokens)
+			}
+			if got.Choices[0].FinishReason != tc.finish {
+				t.Errorf("finish_reason %q, want %q", got.Choices[0].FinishReason, tc.finish)
+			}
+			if len(got.Sim.TokenUnixNanos) != tc.tokens || got.Sim.FirstTokenUnixNano-got.Sim.ArrivalUnixNano < int64(time.Millisecond) {
+				t.Errorf("gpulens_sim %+v", got.Sim)
+			}
+			if got.Model != "gpulens-sim" {
+				t.Errorf("model %q", got.Model)
+			}
+		})
+	}
+}
+
+// TestOutputLengths checks seeded lengths without ignore_eos, the
+// max_tokens cap, ignore_eos and the server's cap.
+func TestOutputLengths(t *testing.T) {
+	_, url := startServer(t, Config{Seed: 11, FixedTTFT: time.Microsecond, OutputTokensMean: 20, MaxOutputTokens: 64})
+	lengths := func(extra string, n int) ([]int, []string) {
+		var ls []int
+		var reasons []string
+		for range n {
+			resp, body := post(t, url+"/v1/completions", `{"model":"gpulens-sim","prompt":"x"`+extra+`}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			var got struct {
+				Choices []struct {
+					FinishReason string `json:"finish_reason"`
+				}
+				Usage usageJSON
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, got.Usage.CompletionTokens)
+			reasons = append(reasons, got.Choices[0].FinishReason)
+		}
+		return ls, reasons
+	}
+	free, freeReasons := lengths("", 40)
+	sum := 0
+	for i, n := range free {
+		sum += n
+		if want := map[bool]string{true: "length", false: "stop"}[n == 64]; freeReasons[i] != want {
+			t.Errorf("length %d: finish_reason %q, want %q", n, freeReasons[i], want)
+		}
+	}
+	if mean := float64(sum) / 40; mean < 10 || mean > 30 || slices.Min(free) == slices.Max(free) {
+		t.Errorf("free lengths %v: mean %.1f, want varied around 20", free, mean)
+	}
+	capped, _ := lengths(`,"max_tokens":3`, 10)
+	for _, n := range capped {
+		if n < 1 || n > 3 {
+			t.Errorf("max_tokens 3 gave %d tokens", n)
+		}
+	}
+	if eos, r := lengths(`,"max_tokens":37,"ignore_eos":true`, 3); !slices.Equal(eos, []int{37, 37, 37}) || r[0] != "length" {
+		t.Errorf("ignore_eos lengths %v %v, want 37 each, length", eos, r)
+	}
+	if eos, _ := lengths(`,"ignore_eos":true`, 2); !slices.Equal(eos, []int{64, 64}) {
+		t.Errorf("ignore_eos without max_tokens: %v, want the server cap 64", eos)
+	}
+}
+
+// TestDeterministic sends the same request sequence to two servers with the
+// same seed and one with another seed.
+func TestDeterministic(t *testing.T) {
+	run := func(seed uint64) []string {
+		_, url := startServer(t, Config{Seed: seed, FixedTTFT: time.Microsecond, OutputTokensMean: 30, ErrorRate: 0.2})
+		var out []string
+		for i := range 15 {
+			resp, body := post(t, url+"/v1/chat/completions", chatBody(fmt.Sprintf(`,"max_tokens":%d`, 10+i*5)))
+			if resp.StatusCode != 200 {
+				out = append(out, strconv.Itoa(resp.StatusCode))
+				continue
+			}
+			var got struct {
+				Choices []struct{ Message struct{ Content string } }
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, got.Choices[0].Message.Content)
+		}
+		return out
+	}
+	a, b, c := run(5), run(5), run(6)
+	if !slices.Equal(a, b) {
+		t.Errorf("same seed, different responses:\n%q\n%q", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 5 and 6 gave identical responses %q", a)
+	}
+	if !slices.Contains(a, "500") {
+		t.Errorf("error rate 0.2 gave no 500 in 15 requests: %q", a)
+	}
+}
+
+// streamTimes streams one request and returns the client-side arrival
+// times of each content token (a chunk of k tokens counts k times).
+func streamTimes(t testing.TB, url, body string) (time.Time, []time.Time, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return start, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return start, nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var times []time.Time
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		now := time.Now()
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			if data == "[DONE]" {
+				return start, times, nil
+			}
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string }
+				Text  string
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return start, times, err
+		}
+		for _, ch := range c.Choices {
+			for range strings.Fields(ch.Delta.Content + ch.Text) {
+				times = append(times, now)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return start, times, err
+	}
+	return start, times, io.ErrUnexpectedEOF
+}
+
+func gaps(times []time.Time) []float64 {
+	var out []float64
+	for i := 1; i < len(times); i++ {
+		out = append(out, float64(times[i].Sub(times[i-1]))/float64(time.Millisecond))
+	}
+	return out
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// TestBatchingITL runs 4 streams through the batching model: every decode
+// step lasts 6 + 1×4 = 10 ms, so the measured inter-token latency is 10 ms.
+func TestBatchingITL(t *testing.T) {
+	_, url := startServer(t, Config{Seed: 1, DecodeBase: 6 * time.Millisecond, DecodePerSeq: time.Millisecond, TokensPerChunk: 1})
+	const streams, tokens = 4, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []float64
+	start := make(chan struct{})
+	for range streams {
+		wg.Go(func() {
+			<-start
+			_, times, err := streamTimes(t, url+"/v1/chat/completions", chatBody(fmt.Sprintf(`,"max_tokens":%d,"ignore_eos":true,"stream":true`, tokens)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(times) != tokens {
+				t.Errorf("got %d tokens, want %d", len(times), tokens)
+			}
+			// Skip the first gaps: the streams join the batch one step apart.
+			mu.Lock()
+			all = append(all, gaps(times)[3:]...)
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	// The median is robust to the scheduling hiccups of a loaded machine;
+	// the mean shows that the schedule does not drift.
+	slices.Sort(all)
+	if p50 := all[len(all)/2]; p50 < 9.5 || p50 > 10.5 {
+		t.Errorf("p50 ITL %.3f ms, want 10 ± 0.5", p50)
+	}
+	if m := mean(all); m < 9.5 || m > 11 {
+		t.Errorf("mean ITL %.3f ms, want 10 (-0.5, +1)", m)
+	}
+}
+
+// TestFixedModeTokenChunks checks TTFT and token-level ITL in fixed mode
+// with 3 tokens per chunk: chunks 15 ms apart carry 3 tokens each.
+func TestFixedModeTokenChunks(t *testing.T) {
+	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 30 * time.Millisecond, FixedITL: 5 * time.Millisecond, TokensPerChunk: 3, RoleChunk: true})
+	start, times, err := streamTimes(t, url+"/v1/completions", `{"model":"gpulens-sim","prompt":"hi","max_tokens":31,"ignore_eos":true,"stream":true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != 31 {
+		t.Fatalf("got %d tokens, want 31", len(times))
+	}
+	if ttft := times[0].Sub(start); ttft < 30*time.Millisecond || ttft > 36*time.Millisecond {
+		t.Errorf("TTFT %v, want 30ms (+ at most 6ms scheduling)", ttft)
+	}
+	// Tokens 1..30 come in 10 chunks of 3; chunk gaps are 15 ms.
+	var chunkGaps []float64
+	for c := 1; c <= 10; c++ {
+		a := 3*c - 2
+		if !times[a].Equal(times[a+1]) || !times[a+1].Equal(times[a+2]) {
+			t.Errorf("tokens %d-%d not in one chunk", a, a+2)
+		}
+		if c > 1 {
+			chunkGaps = append(chunkGaps, float64(times[a].Sub(times[a-3]))/float64(time.Millisecond))
+		}
+	}
+	slices.Sort(chunkGaps)
+	if p50 := chunkGaps[len(chunkGaps)/2]; p50 < 14.5 || p50 > 15.5 {
+		t.Errorf("median chunk gap %.2f ms (%v), want 15 ± 0.5", p50, chunkGaps)
+	}
+}
+
+// TestQueueFull fills a one-slot batch and a one-slot queue; the third
+// request gets 429 and the queued one waits for the first to finish.
+func TestQueueFull(t *testing.T) {
+	s, url := startServer(t, Config{Seed: 1, FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond, MaxBatch: 1, MaxQueue: 1})
+	body := chatBody(`,"max_tokens":10,"ignore_eos":true,"stream":true`)
+	open := func() (*http.Response, *bufio.Reader) {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, bufio.NewReader(resp.Body)
+	}
+	first, r1 := open()
+	if first.StatusCode != 200 {
+		t.Fatalf("first: status %d", first.StatusCode)
+	}
+	// Reading the first content chunk proves the first request was admitted.
+	for {
+		line, err := r1.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`) {
+			break
+		}
+	}
+	second, r2 := open()
+	if second.StatusCode != 200 {
+		t.Fatalf("second: status %d", second.StatusCode)
+	}
+	third, r3 := open()
+	b, _ := io.ReadAll(r3)
+	if third.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"type":"rate_limit_error"`) {
+		t.Errorf("third: status %d body %s, want 429 rate_limit_error", third.StatusCode, b)
+	}
+	rest, err := io.ReadAll(r1)
+	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("first stream: %v, ends %q", err, rest[max(0, len(rest)-30):])
+	}
+	firstDone := time.Now()
+	b2, err := io.ReadAll(r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := lastSim(t, b2)
+	wait := time.Unix(0, si.FirstTokenUnixNano).Sub(firstDone)
+	if wait < 5*time.Millisecond {
+		t.Errorf("queued request's first token came %v after the first request ended; want ≈ TTFT 10ms", wait)
+	}
+	if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "queue_full"); got != 1 {
+		t.Errorf("queue_full faults = %v, want 1", got)
+	}
+	_ = s
+}
+
+func scrape(t testing.TB, url string) map[string]*dto {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return mfs
+}
+
+func counterValue(t testing.TB, mfs map[string]*dto, name, label, value string) float64 {
+	t.Helper()
+	mf, ok := mfs[name]
+	if !ok {
+		t.Fatalf("metric %s missing", name)
+	}
+	for _, m := range mf.GetMetric() {
+		match := label == ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label && lp.GetValue() == value {
+				match = true
+			}
+		}
+		if match {
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	t.Fatalf("metric %s{%s=%q} missing", name, label, value)
+	return 0
+}
+
+func TestFaults(t *testing.T) {
+	t.Run("error rate", func(t *testing.T) {
+		_, url := startServer(t, Config{FixedTTFT: time.Millisecond, ErrorRate: 1})
+		resp, body := post(t, url+"/v1/chat/completions", chatBody(`,"stream":true`))
+		if resp.StatusCode != 500 || !strings.Contains(string(body), `"message":"simulated internal error (--sim.error-rate)"`) {
+			t.Errorf("status %d body %s", resp.StatusCode, body)
+		}
+		if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "error"); got != 1 {
+			t.Errorf("error faults %v, want 1", got)
+		}
+	})
+	t.Run("disconnect", func(t *testing.T) {
+		_, url := startServer(t, Config{Seed: 2, FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, DisconnectRate: 1})
+		for range 5 {
+			_, times, err := streamTimes(t, url+"/v1/chat/completions", chatBody(`,"max_tokens":20,"ignore_eos":true,"stream":true`))
+			if !errors.Is(err, io.ErrUnexpectedEOF) || len(times) >= 20 {
+				t.Errorf("after %d tokens: err %v, want unexpected EOF before 20 tokens", len(times), err)
+			}
+		}
+		// Non-streaming: the connection is cut before any response.
+		_, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"gpulens-sim","prompt":"x","max_tokens":5}`))
+		if err == nil || !strings.Contains(err.Error(), "EOF") {
+			t.Errorf("non-streaming disconnect: err %v, want EOF", err)
+		}
+		if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "disconnect"); got != 6 {
+			t.Errorf("disconnect faults %v, want 6", got)
+		}
+	})
+	t.Run("stall", func(t *testing.T) {
+		_, url := startServer(t, Config{Seed: 2, FixedTTFT: 2 * time.Millisecond, FixedITL: 2 * time.Millisecond, StallRate: 1, StallDuration: 150 * time.Millisecond})
+		start, times, err := streamTimes(t, url+"/v1/chat/completions", chatBody(`,"max_tokens":10,"ignore_eos":true,"stream":true`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2e := times[len(times)-1].Sub(start)
+		biggest := slices.Max(append(gaps(times), float64(times[0].Sub(start))/float64(time.Millisecond)))
+		if e2e < 170*time.Millisecond || biggest < 150 {
+			t.Errorf("E2E %v, largest gap %.1f ms; want one stall of 150 ms", e2e, biggest)
+		}
+	})
+}
+
+func TestRequestErrors(t *testing.T) {
+	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, KVCapacityTokens: 100})
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		want             string
+	}{
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 404, `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`},
+		{"bad json", "/v1/completions", `{"model":`, 400, `"type":"invalid_request_error"`},
+		{"no messages", "/v1/chat/completions", `{"model":"gpulens-sim"}`, 400, `messages: must contain at least one message`},
+		{"no prompt", "/v1/completions", `{"model":"gpulens-sim"}`, 400, `prompt: required`},
+		{"zero max_tokens", "/v1/completions", `{"model":"gpulens-sim","prompt":"x","max_tokens":0}`, 400, `max_tokens must be at least 1, got 0`},
+		{"context too long", "/v1/completions", `{"model":"gpulens-sim","prompt":"x","max_tokens":100,"ignore_eos":true}`, 400, `maximum context length is 100 tokens. However, you requested 101 tokens (1 in the messages, 100 in the completion)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, url+tc.path, tc.body)
+			if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Errorf("status %d body %s; want %d containing %s", resp.StatusCode, body, tc.status, tc.want)
+			}
+		})
+	}
+	resp, err := http.Get(url + "/v1/chat/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET completions: status %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestModelsHealthMetrics(t *testing.T) {
+	_, url := startServer(t, Config{Model: "llama-8b", FixedTTFT: time.Millisecond, FixedITL: time.Millisecond})
+	resp, err := http.Get(url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/health status %d", resp.StatusCode)
+	}
+	resp, body := get(t, url+"/v1/models")
+	var models struct {
+		Object string
+		Data   []struct{ ID, Object string }
+	}
+	if err := json.Unmarshal(body, &models); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/v1/models: %d %v %s", resp.StatusCode, err, body)
+	}
+	if models.Object != "list" || len(models.Data) != 1 || models.Data[0].ID != "llama-8b" || models.Data[0].Object != "model" {
+		t.Errorf("/v1/models = %s", body)
+	}
+	for range 3 {
+		if r, b := post(t, url+"/v1/completions", `{"model":"llama-8b","prompt":"a b","max_tokens":4,"ignore_eos":true,"stream":true}`); r.StatusCode != 200 {
+			t.Fatalf("status %d: %s", r.StatusCode, b)
+		}
+	}
+	mfs := scrape(t, url)
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"vllm:prompt_tokens_total", "model_name", "llama-8b", 6},
+		{"vllm:generation_tokens_total", "model_name", "llama-8b", 12},
+		{"vllm:request_success_total", "finished_reason", "length", 3},
+		{"vllm:request_success_total", "finished_reason", "stop", 0},
+		{"vllm:time_to_first_token_seconds", "model_name", "llama-8b", 3},
+		{"vllm:inter_token_latency_seconds", "model_name", "llama-8b", 9},
+		{"vllm:time_per_output_token_seconds", "model_name", "llama-8b", 9},
+		{"vllm:e2e_request_latency_seconds", "model_name", "llama-8b", 3},
+		{"vllm:num_requests_running", "model_name", "llama-8b", 0},
+		{"vllm:num_requests_waiting", "model_name", "llama-8b", 0},
+		{"vllm:gpu_cache_usage_perc", "model_name", "llama-8b", 0},
+		{"vllm:kv_cache_usage_perc", "model_name", "llama-8b", 0},
+	} {
+		if got := counterValue(t, mfs, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+	var bounds []float64
+	for _, b := range mfs["vllm:time_to_first_token_seconds"].GetMetric()[0].GetHistogram().GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	if !slices.Equal(bounds, append(slices.Clone(ttftBuckets), math.Inf(1))) {
+		t.Errorf("TTFT buckets %v, want vLLM's %v", bounds, ttftBuckets)
+	}
+}
+
+func get(t testing.TB, url string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestClientGoneFreesCapacity cancels a stream mid-way; the scheduler
+// drops it and the next request runs at once.
+func TestClientGoneFreesCapacity(t *testing.T) {
+	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, FixedITL: 5 * time.Millisecond, MaxBatch: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"model":"gpulens-sim","prompt":"x","max_tokens":1000,"ignore_eos":true,"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	start := time.Now()
+	r, b := post(t, url+"/v1/completions", `{"model":"gpulens-sim","prompt":"x","max_tokens":2,"ignore_eos":true}`)
+	if r.StatusCode != 200 {
+		t.Fatalf("status %d: %s", r.StatusCode, b)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second request took %v: the abandoned stream kept its batch slot", d)
+	}
+}
