@@ -235,7 +235,10 @@ devices:
     pcie_replays_per_hour: 30
 `)
 	_, lib, clk := newTestFleet(t, sc, 5)
-	type ctr struct{ energy, corr, unc, agg uint64; replays int }
+	type ctr struct {
+		energy, corr, unc, agg uint64
+		replays                int
+	}
 	last := make([]ctr, 2)
 	for s := 0; s <= 4*3600; s += 37 {
 		clk.Set(time.Duration(s)*time.Second + 123*time.Millisecond)

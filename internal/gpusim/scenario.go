@@ -272,7 +272,7 @@ func joinPath(base, key string) string {
 
 // indexLines records the line of every key and sequence item, by path, and
 // the first path that starts on each line.
-func indexLines(n *yaml.Node, path string, lines map[string]int, byLine map[int]string) {
+func indexLines(n *yaml.Node, path string, lines map[string]int, byLine map[int][]linePath) {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
@@ -285,18 +285,14 @@ func indexLines(n *yaml.Node, path string, lines map[string]int, byLine map[int]
 			if _, ok := lines[p]; !ok {
 				lines[p] = k.Line
 			}
-			if _, ok := byLine[k.Line]; !ok {
-				byLine[k.Line] = p
-			}
+			byLine[k.Line] = append(byLine[k.Line], linePath{p, v.Value})
 			indexLines(v, p, lines, byLine)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			lines[p] = c.Line
-			if _, ok := byLine[c.Line]; !ok {
-				byLine[c.Line] = p
-			}
+			byLine[c.Line] = append(byLine[c.Line], linePath{p, c.Value})
 			indexLines(c, p, lines, byLine)
 		}
 	}
@@ -348,7 +344,29 @@ func checkKnownFields(n *yaml.Node, t reflect.Type, path string, l *errList) {
 	}
 }
 
-var lineRE = regexp.MustCompile(`line (\d+): `)
+var (
+	lineRE  = regexp.MustCompile(`line (\d+): `)
+	valueRE = regexp.MustCompile("`([^`]*)`")
+)
+
+// linePath is a path that starts on a line, with its scalar value if any.
+type linePath struct{ path, value string }
+
+// pathForError picks the field a decoder message is about: the one on the
+// line whose value the message quotes, else the deepest one on the line.
+func pathForError(paths []linePath, msg string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	if m := valueRE.FindStringSubmatch(msg); m != nil {
+		for _, p := range paths {
+			if p.value == m[1] {
+				return p.path
+			}
+		}
+	}
+	return paths[len(paths)-1].path
+}
 
 // ---- entry points ----
 
@@ -375,7 +393,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 		l.addLine(root.Content[0].Line, "", "scenario must be a YAML mapping (name, devices, faults, ...)")
 		return nil, l.err()
 	}
-	byLine := map[int]string{}
+	byLine := map[int][]linePath{}
 	indexLines(&root, "", l.lines, byLine)
 	checkKnownFields(&root, reflect.TypeOf(rawScenario{}), "", l)
 	if len(l.errs) > 0 {
@@ -395,7 +413,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 					line, _ = strconv.Atoi(m[1])
 					msg = strings.Replace(e, m[0], "", 1)
 				}
-				l.addLine(line, byLine[line], msg)
+				l.addLine(line, pathForError(byLine[line], msg), msg)
 			}
 		} else {
 			l.addLine(0, "", err.Error())
@@ -518,8 +536,9 @@ func validateSignal(l *errList, path string, r *rawSignal, k sigKind) *signal {
 		if r.Period == "" {
 			l.add(path+".period", "missing period for shape %s", shapeName)
 		}
+		before := len(l.errs)
 		p := parseDuration(l, path+".period", r.Period, 0)
-		if r.Period != "" && p < time.Second {
+		if r.Period != "" && len(l.errs) == before && p < time.Second {
 			l.add(path+".period", "period %s must be at least 1s", r.Period)
 		}
 		s.period = secs(p)
@@ -739,7 +758,7 @@ func validate(r *rawScenario, l *errList) *Scenario {
 			d.pcieRx = base.pcieRx.forDevice(k)
 			d.pcieTx = base.pcieTx.forDevice(k)
 			for _, s := range []*signal{d.util, d.memUtil, d.memUsed, d.power, d.encUtil, d.decUtil, d.pcieRx, d.pcieTx} {
-				if s != nil && s.shape != shapeConstant && s.period < 1 {
+				if s != nil && s.shape != shapeConstant && s.periodStep != 0 && s.period < 1 {
 					l.add(gp, "device %d of the group gets period %gs from period_step; it must stay at least 1s", k, s.period)
 					break
 				}
@@ -829,8 +848,9 @@ func validate(r *rawScenario, l *errList) *Scenario {
 				if f.Delay == "" {
 					l.add(fp+".delay", "missing delay")
 				}
+				before := len(l.errs)
 				fs.delay = parseDuration(l, fp+".delay", f.Delay, 0)
-				if f.Delay != "" && (fs.delay <= 0 || fs.delay > time.Hour) {
+				if f.Delay != "" && len(l.errs) == before && (fs.delay <= 0 || fs.delay > time.Hour) {
 					l.add(fp+".delay", "delay %s must be above 0 and at most 1h", f.Delay)
 				}
 			}
