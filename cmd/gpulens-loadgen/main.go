@@ -37,7 +37,10 @@ func runMain(args []string) int {
 	app.HelpFlag.Short('h')
 
 	// Each subcommand registers itself here.
-	commands := []command{}
+	commands := []command{
+		runCommand(app),
+		sweepCommand(app),
+	}
 
 	selected, err := app.Parse(args)
 	if err != nil {

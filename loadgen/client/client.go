@@ -241,6 +241,9 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 	}()
 	st.rd.Reset(resp.Body)
 	c.stream(ctx, st, &res)
+	if res.PromptTokens == 0 {
+		res.PromptTokens = r.InputTokens // the server did not say: our estimate
+	}
 	if res.OK() {
 		// Drain so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -76,6 +76,10 @@ type Metadata struct {
 	// that could not be delivered.
 	Warnings []string `json:"warnings,omitempty"`
 	GPU      *GPUInfo `json:"gpu,omitempty"`
+	// SaturationLevel is, after a sweep with --saturation, the highest level
+	// that met the SLOs; SaturationReason says why the search stopped.
+	SaturationLevel  float64 `json:"saturation_level,omitempty"`
+	SaturationReason string  `json:"saturation_reason,omitempty"`
 }
 
 // GPUInfo is what a gpulens exporter reported during the run.
@@ -185,7 +189,7 @@ type Summary struct {
 	TTFTFromSend Dist `json:"ttft_from_send_seconds"`
 	E2EFromSend  Dist `json:"e2e_from_send_seconds"`
 	// RequestOutputTokensPerSecond is the per-request output rate
-	// output_tokens / (E2E − TTFT).
+	// output_tokens / (end − actual send).
 	RequestOutputTokensPerSecond Dist `json:"request_output_tokens_per_second"`
 	InputTokens                  Dist `json:"input_tokens"`
 	OutputTokens                 Dist `json:"output_tokens"`

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/workload"
+)
+
+// loadFlags are the flags shared by run and sweep.
+type loadFlags struct {
+	web         *web.FlagConfig
+	metricsPath string
+
+	target, model, endpoint, apiKeyFile, scenario string
+	timeout                                       time.Duration
+	continuousUsage                               bool
+
+	arrival        string
+	burstiness     float64
+	maxConcurrency int
+	duration       time.Duration
+	requests       int
+	warmup, rampUp time.Duration
+	shard          string
+
+	inputTokens, outputTokens, dataset string
+	maxTokens                          int
+	ignoreEOS                          bool
+	seed                               int64
+
+	slo                       string
+	gpuHourly, overheadHours  float64
+	gpus                      int
+	exporterURL               string
+	output, saveRequests, csv string
+	progress                  bool
+}
+
+func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
+	f := &loadFlags{}
+	f.web = kingpinflag.AddFlags(cmd, ":9843")
+	cmd.Flag("web.telemetry-path", "Path under which to expose the live load metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	cmd.Flag("target", "Base URL of the OpenAI-compatible API, ending in /v1.").Required().StringVar(&f.target)
+	cmd.Flag("model", "Model name to request.").Required().StringVar(&f.model)
+	cmd.Flag("endpoint", "API to call: chat or completions.").Default("chat").EnumVar(&f.endpoint, "chat", "completions")
+	cmd.Flag("api-key-file", "File holding the API key (else $OPENAI_API_KEY). Never logged or reported.").StringVar(&f.apiKeyFile)
+	cmd.Flag("timeout", "Timeout of one request, from send to last byte.").Default("300s").DurationVar(&f.timeout)
+	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
+	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.scenario)
+	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
+	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)
+	cmd.Flag("max-concurrency", "Open loop: cap on requests in flight (0 = none).").Default("0").IntVar(&f.maxConcurrency)
+	cmd.Flag("duration", "Measured duration of each run (after warmup).").DurationVar(&f.duration)
+	cmd.Flag("requests", "Measured requests of each run (after warmup).").IntVar(&f.requests)
+	cmd.Flag("warmup", "Requests sent during this initial time are excluded from results.").Default("0s").DurationVar(&f.warmup)
+	cmd.Flag("ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.").Default("0s").DurationVar(&f.rampUp)
+	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
+	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
+	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.outputTokens)
+	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}) or a ShareGPT JSON file instead of synthetic ones.").StringVar(&f.dataset)
+	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
+	cmd.Flag("ignore-eos", "Send ignore_eos so the server generates exactly max_tokens (vLLM, SGLang).").BoolVar(&f.ignoreEOS)
+	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.seed)
+	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.").StringVar(&f.slo)
+	cmd.Flag("cost.gpu-hourly-usd", "Price of one GPU hour in USD.").Default("0").Float64Var(&f.gpuHourly)
+	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
+	cmd.Flag("cost.overhead-hours", "Billed hours that produced no results (setup, retries, idle), added to each run's cost.").Default("0").Float64Var(&f.overheadHours)
+	cmd.Flag("exporter.url", "URL of a gpulens exporter's /metrics: records GPU model, driver, MIG profile, peak VRAM and mean utilisation.").StringVar(&f.exporterURL)
+	cmd.Flag("output", "Write the JSON report to this file.").StringVar(&f.output)
+	cmd.Flag("save-requests", "Write one JSON line per measured request to this file.").StringVar(&f.saveRequests)
+	cmd.Flag("csv", "Write a CSV summary (one row per run) to this file.").StringVar(&f.csv)
+	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
+	return f
+}
+
+// parseSLO parses "ttft=500ms,tpot=50ms,e2e=10s".
+func parseSLO(s string) (report.SLO, error) {
+	var slo report.SLO
+	if strings.TrimSpace(s) == "" {
+		return slo, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d <= 0 {
+			return slo, fmt.Errorf("--slo %q: %q is not name=duration with a positive duration", s, part)
+		}
+		switch k {
+		case "ttft":
+			slo.TTFTSeconds = d.Seconds()
+		case "tpot":
+			slo.TPOTSeconds = d.Seconds()
+		case "e2e":
+			slo.E2ESeconds = d.Seconds()
+		default:
+			return slo, fmt.Errorf("--slo %q: unknown SLO %q (want ttft, tpot or e2e)", s, k)
+		}
+	}
+	return slo, nil
+}
+
+// parseLevels parses "1,2,4,8" into positive numbers.
+func parseLevels(flag, s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v > 0) {
+			return nil, fmt.Errorf("%s %q: %q is not a positive number", flag, s, p)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no levels given", flag)
+	}
+	return out, nil
+}
+
+func (f *loadFlags) apiKey() (string, error) {
+	if f.apiKeyFile != "" {
+		b, err := os.ReadFile(f.apiKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return os.Getenv("OPENAI_API_KEY"), nil
+}
+
+// setup is everything derived from the flags.
+type setup struct {
+	work    *workload.Workload
+	dataset *workload.Dataset
+	slo     report.SLO
+	prices  cost.Prices
+	shard   schedule.Shard
+	client  client.Config
+	in, out workload.Length
+}
+
+func (f *loadFlags) build(maxConns int) (*setup, error) {
+	s := &setup{}
+	var err error
+	if s.slo, err = parseSLO(f.slo); err != nil {
+		return nil, err
+	}
+	s.prices = cost.Prices{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}
+	if err := s.prices.Validate(); err != nil {
+		return nil, err
+	}
+	if s.shard, err = schedule.ParseShard(f.shard); err != nil {
+		return nil, err
+	}
+	if s.in, err = workload.ParseLength("--input-tokens", f.inputTokens); err != nil {
+		return nil, err
+	}
+	if s.out, err = workload.ParseLength("--output-tokens", f.outputTokens); err != nil {
+		return nil, err
+	}
+	if f.dataset != "" {
+		if s.dataset, err = workload.LoadDataset(f.dataset); err != nil {
+			return nil, err
+		}
+	}
+	if f.maxTokens < 0 {
+		return nil, fmt.Errorf("--max-tokens must not be negative, got %d", f.maxTokens)
+	}
+	s.work = workload.New(workload.Config{Seed: f.seed, Input: s.in, Output: s.out, Dataset: s.dataset, MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS})
+	key, err := f.apiKey()
+	if err != nil {
+		return nil, err
+	}
+	s.client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
+		ContinuousUsage: f.continuousUsage, MaxConns: maxConns}
+	return s, nil
+}

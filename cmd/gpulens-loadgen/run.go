@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/runner"
+)
+
+func runCommand(app *kingpin.Application) command {
+	cmd := app.Command("run", "Drive load at one concurrency or rate and report latency, throughput and cost.")
+	f := addLoadFlags(cmd)
+	concurrency := cmd.Flag("concurrency", "Closed loop: number of concurrent users.").Int()
+	rate := cmd.Flag("rate", "Open loop: requests per second from a seeded schedule.").Float64()
+	return command{cmd, func(ctx context.Context, logger *slog.Logger) error {
+		p := plan{command: "run", repeats: 1}
+		switch {
+		case *concurrency > 0 && *rate > 0:
+			return fmt.Errorf("set either --concurrency or --rate, not both")
+		case *rate > 0:
+			p.mode, p.levels = runner.Open, []float64{*rate}
+		case *concurrency > 0:
+			p.mode, p.levels = runner.Closed, []float64{float64(*concurrency)}
+		default:
+			return fmt.Errorf("set --concurrency N (closed loop) or --rate R (open loop)")
+		}
+		return execute(ctx, logger, f, p)
+	}}
+}
+
+func sweepCommand(app *kingpin.Application) command {
+	cmd := app.Command("sweep", "Run the same workload at several concurrency or rate levels, with repeats and an optional saturation search.")
+	f := addLoadFlags(cmd)
+	concurrency := cmd.Flag("concurrency", "Closed-loop levels, e.g. 1,2,4,8,16.").String()
+	rate := cmd.Flag("rate", "Open-loop levels in requests per second, e.g. 1,2,5,10.").String()
+	repeats := cmd.Flag("repeats", "Runs per level; with more than one, the report adds mean, stddev and 95% CI.").Default("1").Int()
+	saturation := cmd.Flag("saturation", "Stop when goodput drops or the failed share passes --saturation.max-error-ratio; name the highest level meeting the SLOs.").Bool()
+	maxErr := cmd.Flag("saturation.max-error-ratio", "Saturation search: stop above this share of failed requests.").Default("0.05").Float64()
+	minGood := cmd.Flag("saturation.min-goodput-ratio", "Saturation search: a level meets the SLOs when at least this share of requests is good.").Default("0.9").Float64()
+	return command{cmd, func(ctx context.Context, logger *slog.Logger) error {
+		p := plan{command: "sweep", repeats: *repeats, saturation: *saturation, maxErrors: *maxErr, minGood: *minGood}
+		if *repeats < 1 {
+			return fmt.Errorf("--repeats must be at least 1, got %d", *repeats)
+		}
+		var err error
+		switch {
+		case *concurrency != "" && *rate != "":
+			return fmt.Errorf("set either --concurrency or --rate, not both")
+		case *rate != "":
+			p.mode = runner.Open
+			p.levels, err = parseLevels("--rate", *rate)
+		case *concurrency != "":
+			p.mode = runner.Closed
+			p.levels, err = parseLevels("--concurrency", *concurrency)
+		default:
+			return fmt.Errorf("set --concurrency 1,2,4,… or --rate 1,2,5,…")
+		}
+		if err != nil {
+			return err
+		}
+		return execute(ctx, logger, f, p)
+	}}
+}
+
+// savedRequest is one line of --save-requests: times in seconds after the
+// run start, chunk offsets in seconds after the send.
+type savedRequest struct {
+	Run             string    `json:"run"`
+	Level           float64   `json:"level"`
+	Repeat          int       `json:"repeat"`
+	Index           int       `json:"index"`
+	Intended        float64   `json:"intended_seconds"`
+	Sent            float64   `json:"sent_seconds"`
+	FirstByte       float64   `json:"first_byte_seconds,omitempty"`
+	FirstToken      float64   `json:"first_token_seconds,omitempty"`
+	End             float64   `json:"end_seconds"`
+	Status          int       `json:"status,omitempty"`
+	Error           string    `json:"error_class,omitempty"`
+	Message         string    `json:"error,omitempty"`
+	PromptTokens    int       `json:"prompt_tokens"`
+	OutputTokens    int       `json:"output_tokens"`
+	TokensEstimated bool      `json:"tokens_estimated,omitempty"`
+	UsageMismatch   bool      `json:"usage_mismatch,omitempty"`
+	ChunkOffsets    []float64 `json:"chunk_offsets_seconds,omitempty"`
+	ChunkTokens     []int32   `json:"chunk_tokens,omitempty"`
+}
+
+func newSavedRequest(run string, level float64, rep int, start time.Time, r *client.Result) savedRequest {
+	rel := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(start).Seconds()
+	}
+	s := savedRequest{Run: run, Level: level, Repeat: rep, Index: r.Index, Intended: rel(r.Intended), Sent: rel(r.Sent),
+		FirstByte: rel(r.FirstByte), FirstToken: rel(r.FirstToken), End: rel(r.End), Status: r.Status, Error: r.ErrorClass,
+		Message: r.Err, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, TokensEstimated: r.TokensEstimated,
+		UsageMismatch: r.UsageMismatch, ChunkTokens: r.ChunkTokens}
+	for _, o := range r.ChunkOffsets {
+		s.ChunkOffsets = append(s.ChunkOffsets, float64(o)/1e9)
+	}
+	return s
+}
+
+func writeRequests(path string, reqs []savedRequest) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--save-requests: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	for i := range reqs {
+		if err := enc.Encode(&reqs[i]); err != nil {
+			f.Close()
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

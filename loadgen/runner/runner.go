@@ -1,0 +1,316 @@
+// Package runner drives requests at a server in closed loop (a fixed number
+// of concurrent users) or open loop (a seeded arrival schedule), and
+// collects one client.Result per request.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/schedule"
+)
+
+// Modes.
+const (
+	Closed = "closed"
+	Open   = "open"
+)
+
+// Doer sends one request (client.Client).
+type Doer interface {
+	Do(ctx context.Context, r client.Request, intended time.Time) client.Result
+}
+
+// Requester hands out request i (workload.Workload).
+type Requester interface {
+	Request(i int) client.Request
+}
+
+// Observer sees every finished request (live metrics, progress). It must be
+// safe for concurrent use.
+type Observer interface {
+	Started()
+	Finished(r *client.Result, warmup bool)
+}
+
+// Config describes a run.
+type Config struct {
+	Mode        string
+	Concurrency int             // closed loop: number of users
+	Schedule    schedule.Config // open loop
+	// MaxConcurrency caps in-flight requests in open loop (0: no cap). When
+	// the cap is reached, sends wait and the wait shows up as schedule lag.
+	MaxConcurrency int
+	// Stop after Duration of measurement or Requests measured requests
+	// (whichever is set; both: whichever comes first).
+	Duration time.Duration
+	Requests int
+	// Warmup requests (sent during the first Warmup) are excluded.
+	Warmup time.Duration
+	// RampUp: closed loop starts users evenly over this time; open loop
+	// ramps the rate (Schedule.RampUp).
+	RampUp time.Duration
+	Shard  schedule.Shard
+	Now    func() time.Time
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch c.Mode {
+	case Closed:
+		if c.Concurrency < 1 {
+			return fmt.Errorf("--concurrency must be at least 1, got %d", c.Concurrency)
+		}
+	case Open:
+		if err := c.Schedule.Validate(); err != nil {
+			return err
+		}
+		if c.MaxConcurrency < 0 {
+			return fmt.Errorf("--max-concurrency must not be negative, got %d", c.MaxConcurrency)
+		}
+	default:
+		return fmt.Errorf("mode %q: set --concurrency or --rate", c.Mode)
+	}
+	if c.Duration <= 0 && c.Requests <= 0 {
+		return fmt.Errorf("set --duration or --requests")
+	}
+	if c.Duration < 0 || c.Requests < 0 || c.Warmup < 0 || c.RampUp < 0 {
+		return fmt.Errorf("--duration, --requests, --warmup and --ramp-up must not be negative")
+	}
+	if c.Shard.Count == 0 {
+		c.Shard = schedule.Shard{Index: 0, Count: 1}
+	}
+	return nil
+}
+
+// Outcome is what a run measured.
+type Outcome struct {
+	Results []client.Result // measured (non-warmup, not cancelled), in index order of completion
+	Warmup  int
+	// Start is when the run started; MeasureStart = Start + Warmup.
+	Start, MeasureStart, End time.Time
+	Interrupted              bool
+	MaxInFlight              int
+	Canceled                 int
+}
+
+type collector struct {
+	mu       sync.Mutex
+	out      *Outcome
+	inFlight atomic.Int64
+	maxIn    atomic.Int64
+	obs      Observer
+}
+
+func (c *collector) begin() {
+	n := c.inFlight.Add(1)
+	for {
+		m := c.maxIn.Load()
+		if n <= m || c.maxIn.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if c.obs != nil {
+		c.obs.Started()
+	}
+}
+
+func (c *collector) finish(r client.Result, warmup bool) {
+	c.inFlight.Add(-1)
+	if c.obs != nil {
+		c.obs.Finished(&r, warmup)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case r.Canceled:
+		c.out.Canceled++
+	case warmup:
+		c.out.Warmup++
+	default:
+		c.out.Results = append(c.out.Results, r)
+	}
+}
+
+// Run executes the run. Cancelling ctx stops it early: requests in flight
+// are cancelled and dropped, everything finished is returned with
+// Interrupted set.
+func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observer) (*Outcome, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	out := &Outcome{}
+	col := &collector{out: out, obs: obs}
+	start := now()
+	out.Start = start
+	out.MeasureStart = start.Add(cfg.Warmup)
+	if cfg.Mode == Closed {
+		runClosed(ctx, cfg, doer, reqs, col, now, start)
+	} else {
+		runOpen(ctx, cfg, doer, reqs, col, now, start)
+	}
+	out.End = now()
+	out.Interrupted = ctx.Err() != nil
+	out.MaxInFlight = int(col.maxIn.Load())
+	return out, nil
+}
+
+func runClosed(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
+	var (
+		next     atomic.Int64 // next request index
+		measured atomic.Int64 // measured requests started
+		wg       sync.WaitGroup
+	)
+	stopAt := time.Time{}
+	if cfg.Duration > 0 {
+		stopAt = start.Add(cfg.Warmup + cfg.Duration)
+	}
+	measureStart := start.Add(cfg.Warmup)
+	for u := 0; u < cfg.Concurrency; u++ {
+		wg.Add(1)
+		delay := time.Duration(0)
+		if cfg.RampUp > 0 {
+			delay = cfg.RampUp * time.Duration(u) / time.Duration(cfg.Concurrency)
+		}
+		go func() {
+			defer wg.Done()
+			if delay > 0 && !sleepUntil(ctx, start.Add(delay), now) {
+				return
+			}
+			for ctx.Err() == nil {
+				k := int(next.Add(1) - 1)
+				if !cfg.Shard.Owns(k) {
+					continue
+				}
+				t := now()
+				if !stopAt.IsZero() && !t.Before(stopAt) {
+					return
+				}
+				warm := t.Before(measureStart)
+				if !warm && cfg.Requests > 0 && measured.Add(1) > int64(cfg.Requests) {
+					return
+				}
+				col.begin()
+				res := doer.Do(ctx, reqs.Request(k), t)
+				col.finish(res, warm)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+type job struct {
+	k        int
+	intended time.Time
+	warm     bool
+}
+
+func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
+	sc := cfg.Schedule
+	sc.RampUp = max(sc.RampUp, cfg.RampUp)
+	var offsets []time.Duration
+	warmN := 0
+	if cfg.Warmup > 0 {
+		warmN = len(schedule.Generate(sc, 0, cfg.Warmup))
+	}
+	switch {
+	case cfg.Requests > 0 && cfg.Duration > 0:
+		offsets = schedule.Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, cfg.Warmup+cfg.Duration)
+	case cfg.Requests > 0:
+		offsets = schedule.Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, 0)
+	default:
+		offsets = schedule.Generate(sc, 0, cfg.Warmup+cfg.Duration)
+	}
+	// Pre-spawned workers; beyond them a goroutine per request unless
+	// MaxConcurrency caps the number in flight.
+	workers := cfg.MaxConcurrency
+	if workers == 0 {
+		workers = min(max(64, int(sc.Rate)), 2048)
+	}
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	do := func(j job) {
+		col.begin()
+		res := doer.Do(ctx, reqs.Request(j.k), j.intended)
+		col.finish(res, j.warm)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				do(j)
+			}
+		}()
+	}
+	measured := 0
+	for k, off := range offsets {
+		if !cfg.Shard.Owns(k) {
+			continue
+		}
+		warm := k < warmN
+		if !warm {
+			if cfg.Requests > 0 && measured >= cfg.Requests {
+				break
+			}
+			measured++
+		}
+		t := start.Add(off)
+		if !sleepUntil(ctx, t, now) {
+			break
+		}
+		j := job{k: k, intended: t, warm: warm}
+		if cfg.MaxConcurrency > 0 {
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		select {
+		case jobs <- j:
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				do(j)
+			}()
+		}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// sleepUntil waits until t: a timer to about a millisecond before, then
+// yielding spins. It returns false if ctx ends first.
+func sleepUntil(ctx context.Context, t time.Time, now func() time.Time) bool {
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		d := t.Sub(now())
+		if d <= 0 {
+			return true
+		}
+		if d > 2*time.Millisecond {
+			tm := time.NewTimer(d - time.Millisecond)
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+				tm.Stop()
+				return false
+			}
+			continue
+		}
+		runtime.Gosched()
+	}
+}
