@@ -51,6 +51,10 @@ var deviceCalls = []string{
 	"GetCurrentClocksEventReasons", "GetPcieThroughput", "GetPcieReplayCounter",
 	"GetTotalEccErrors", "GetRemappedRows", "GetPersistenceMode", "GetComputeMode",
 	"GetMigMode", "GetSupportedEventTypes", "RegisterEvents",
+	"GetComputeRunningProcesses", "GetGraphicsRunningProcesses", "GetMPSComputeRunningProcesses",
+	"GetProcessUtilization", "GetMaxMigDeviceCount", "GetMigDeviceHandleByIndex", "IsMigDeviceHandle",
+	"GetGpuInstanceId", "GetComputeInstanceId", "GetDeviceHandleFromMigDeviceHandle",
+	"GpmQueryDeviceSupport", "GpmSampleGet", "GpmMigSampleGet",
 }
 
 var deviceCallSet = func() map[string]bool {
@@ -94,6 +98,7 @@ type device struct {
 	eccUnc     *process
 	replays    *process
 	randomXids *process
+	migDevices []*migDevice
 }
 
 var _ nvml.Device = (*device)(nil)
@@ -101,9 +106,9 @@ var _ nvml.Device = (*device)(nil)
 // dgxBuses are the PCI buses of the eight GPUs of a DGX H100 board.
 var dgxBuses = [8]uint32{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}
 
-func newDevice(f *Fleet, index int, spec *deviceSpec, nodeKey uint64) *device {
+func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 	sd := server.NewDeviceFromConfig(spec.model.cfg, index)
-	key := hashN(f.seed, nodeKey, uint64(index))
+	key := hashN(f.seed, identity)
 	d := &device{
 		Device: sd,
 		f:      f,
@@ -137,6 +142,7 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, nodeKey uint64) *device {
 	d.eccUnc = newProcess(spec.eccUncPerHour, hashN(key, streamEccUnc))
 	d.replays = newProcess(spec.replaysPerHour, hashN(key, streamReplays))
 	d.randomXids = newProcess(spec.xidPerHour, hashN(key, streamXid))
+	d.migDevices = newMigDevices(d)
 	return d
 }
 
@@ -179,9 +185,21 @@ func (d *device) enter(call string) (float64, nvml.Return) {
 
 // ---- the physical model: pure functions of sim time ----
 
-func (d *device) utilPct(t float64) float64 { return d.spec.util.at(t, hashN(d.key, streamUtil)) }
+// With tenants, device utilisation and memory are the sums over the running
+// tenants; the device's own util/memory signals are not used.
+func (d *device) utilPct(t float64) float64 {
+	if len(d.spec.tenants) > 0 {
+		sm, _, _ := d.tenantLoad(t, -1)
+		return math.Min(sm, 100)
+	}
+	return d.spec.util.at(t, hashN(d.key, streamUtil))
+}
 
 func (d *device) memUtilPct(t float64) float64 {
+	if len(d.spec.tenants) > 0 {
+		_, mem, _ := d.tenantLoad(t, -1)
+		return math.Min(mem, 100)
+	}
 	if d.spec.memUtil != nil {
 		return d.spec.memUtil.at(t, hashN(d.key, streamMemUtil))
 	}
@@ -245,6 +263,10 @@ func (d *device) memory(t float64) nvml.Memory_v2 {
 	reserved := m.reservedMiB * mib
 	usableMiB := m.cfg.MemoryMB - m.reservedMiB
 	used := uint64(math.Round(d.memUsedPct(t)/100*float64(usableMiB))) * mib
+	if len(d.spec.tenants) > 0 {
+		_, _, b := d.tenantLoad(t, -1)
+		used = min(b, usableMiB*mib)
+	}
 	return nvml.Memory_v2{
 		Version:  nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2),
 		Total:    total,
@@ -397,6 +419,9 @@ func (d *device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	t, r := d.enter("GetUtilizationRates")
 	if r != nvml.SUCCESS {
 		return nvml.Utilization{}, r
+	}
+	if d.migEnabled() {
+		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED // as on real GPUs in MIG mode
 	}
 	return nvml.Utilization{
 		Gpu:    uint32(math.Round(d.utilPct(t))),
@@ -559,13 +584,6 @@ func (d *device) GetComputeMode() (nvml.ComputeMode, nvml.Return) {
 		return 0, r
 	}
 	return d.spec.computeMode, nvml.SUCCESS
-}
-
-func (d *device) GetMigMode() (int, int, nvml.Return) {
-	if _, r := d.enter("GetMigMode"); r != nvml.SUCCESS {
-		return 0, 0, r
-	}
-	return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
 }
 
 func (d *device) GetSupportedEventTypes() (uint64, nvml.Return) {

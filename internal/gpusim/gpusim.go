@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Options struct {
 	Seed  int64
 	Start time.Time        // sim time zero; zero value: Now() when New is called
 	Now   func() time.Time // injected clock; nil: time.Now
+	// Node selects the devices of one node of a multi-node scenario (see
+	// Scenario.Nodes), so that one exporter per node can run; empty: all
+	// devices of the scenario.
+	Node string
 }
 
 // Fleet is a simulated set of GPUs. Its nvml.Interface is safe for
@@ -63,6 +68,7 @@ type Fleet struct {
 	now     func() time.Time
 	lib     *library
 	devices []*device
+	node    string
 	inits   atomic.Int64 // Init calls not yet matched by Shutdown
 }
 
@@ -79,8 +85,10 @@ func New(sc *Scenario, opts Options) (*Fleet, error) {
 	if start.IsZero() {
 		start = now()
 	}
-	f := &Fleet{sc: sc, seed: uint64(opts.Seed), start: start, now: now}
-	nodeKey := hashString("")
+	f := &Fleet{sc: sc, seed: uint64(opts.Seed), start: start, now: now, node: opts.Node}
+	if opts.Node != "" && !slices.Contains(sc.Nodes(), opts.Node) {
+		return nil, fmt.Errorf("gpusim: scenario %s has no node %q (nodes: %s)", sc.Name, opts.Node, strings.Join(sc.Nodes(), ", "))
+	}
 
 	cfgs := make([]server.Option, 0, 4)
 	cfgs = append(cfgs,
@@ -92,11 +100,26 @@ func New(sc *Scenario, opts Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpusim: building mock server: %w", err)
 	}
+	// Identity (UUID, serial, noise) derives from the node name and the index
+	// on that node, so a device looks the same whether its node is selected
+	// alone or the whole scenario is.
+	byScenario := make([]*device, len(sc.devices))
+	perNode := map[string]int{}
 	for i, spec := range sc.devices {
-		f.devices = append(f.devices, newDevice(f, i, spec, nodeKey))
+		inNode := perNode[spec.node]
+		perNode[spec.node]++
+		if opts.Node != "" && spec.node != opts.Node {
+			continue
+		}
+		d := newDevice(f, len(f.devices), spec, hashN(hashString(spec.node), uint64(inNode)))
+		f.devices = append(f.devices, d)
+		byScenario[i] = d
 	}
 	for _, fs := range sc.faults {
-		d := f.devices[fs.gpu]
+		d := byScenario[fs.gpu]
+		if d == nil {
+			continue // on another node
+		}
 		switch fs.kind {
 		case faultXID:
 			d.xidFaults = append(d.xidFaults, fs)
@@ -117,6 +140,9 @@ func New(sc *Scenario, opts Options) (*Fleet, error) {
 // Interface returns the simulated NVML library. Like the real one, it must
 // be initialised with Init before other calls succeed.
 func (f *Fleet) Interface() nvml.Interface { return f.lib }
+
+// Node is the node the fleet simulates; empty for the whole scenario.
+func (f *Fleet) Node() string { return f.node }
 
 // Scenario returns the scenario the fleet runs.
 func (f *Fleet) Scenario() *Scenario { return f.sc }

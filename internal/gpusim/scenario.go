@@ -36,6 +36,22 @@ type Scenario struct {
 	callLatency   time.Duration
 	devices       []*deviceSpec
 	faults        []*faultSpec
+	tenants       []*tenantSpec
+}
+
+// Nodes lists the node names the scenario's devices are spread over, sorted;
+// empty when no group names a node.
+func (s *Scenario) Nodes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range s.devices {
+		if d.node != "" && !seen[d.node] {
+			seen[d.node] = true
+			out = append(out, d.node)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // DeviceCount is the number of GPUs the scenario describes (all nodes).
@@ -62,6 +78,9 @@ type deviceSpec struct {
 	persistence    bool
 	computeMode    nvml.ComputeMode
 	remapped       rawRemapped
+	node           string
+	mig            []migProfile
+	tenants        []*tenantSpec
 }
 
 type faultKind int
@@ -105,18 +124,21 @@ func (f *faultSpec) matches(call string, t float64) bool {
 // ---- raw YAML form ----
 
 type rawScenario struct {
-	Name          string     `yaml:"name"`
-	Description   string     `yaml:"description"`
-	DriverVersion string     `yaml:"driver_version"`
-	CudaVersion   string     `yaml:"cuda_version"`
-	CallLatency   string     `yaml:"call_latency"`
-	Devices       []rawGroup `yaml:"devices"`
-	Faults        []rawFault `yaml:"faults"`
+	Name          string      `yaml:"name"`
+	Description   string      `yaml:"description"`
+	DriverVersion string      `yaml:"driver_version"`
+	CudaVersion   string      `yaml:"cuda_version"`
+	CallLatency   string      `yaml:"call_latency"`
+	Devices       []rawGroup  `yaml:"devices"`
+	Faults        []rawFault  `yaml:"faults"`
+	Tenants       []rawTenant `yaml:"tenants"`
 }
 
 type rawGroup struct {
 	Count              *int           `yaml:"count"`
 	Model              string         `yaml:"model"`
+	Node               string         `yaml:"node"`
+	Mig                []string       `yaml:"mig"`
 	Util               *rawSignal     `yaml:"util"`
 	MemoryUtil         *rawSignal     `yaml:"memory_util"`
 	MemoryUsed         *rawSignal     `yaml:"memory_used"`
@@ -627,6 +649,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+var nodeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 var cudaRE = regexp.MustCompile(`^(\d{1,2})\.(\d{1,2})$`)
 var driverRE = regexp.MustCompile(`^\d{3}\.\d{1,3}(\.\d{1,3})?$`)
 
@@ -684,7 +707,11 @@ func validate(r *rawScenario, l *errList) *Scenario {
 			}
 			continue
 		}
-		base := deviceSpec{model: m, group: gi, persistence: true}
+		base := deviceSpec{model: m, group: gi, persistence: true, node: g.Node}
+		if g.Node != "" && !nodeRE.MatchString(g.Node) {
+			l.add(gp+".node", "invalid node name %q (letters, digits, '.', '_' and '-', at most 63)", g.Node)
+		}
+		base.mig = validateMig(l, gp+".mig", g.Mig, m)
 		base.util = validateSignal(l, gp+".util", g.Util, percentKind)
 		if base.util == nil && g.Util == nil {
 			base.util = &signal{shape: shapeConstant, lo: 0, hi: 100}
@@ -869,5 +896,6 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		}
 		sc.faults = append(sc.faults, fs)
 	}
+	validateTenants(l, r.Tenants, sc)
 	return sc
 }

@@ -74,7 +74,7 @@ func TestParseInline(t *testing.T) {
 		{"not a mapping", "- 1\n- 2\n", "x.yaml:1: scenario must be a YAML mapping (name, devices, faults, ...)"},
 		{"no devices", "name: x\n", "x.yaml: devices: at least one device group is required"},
 		{"unknown top field", "name: x\ndevice:\n  - model: h100-sxm5-80gb\n",
-			`x.yaml:2: device: unknown field "device" (known fields: call_latency, cuda_version, description, devices, driver_version, faults, name)`},
+			`x.yaml:2: device: unknown field "device" (known fields: call_latency, cuda_version, description, devices, driver_version, faults, name, tenants)`},
 		{"bad cuda", "cuda_version: twelve\ndevices: [{model: h100-sxm5-80gb}]\n",
 			`x.yaml:1: cuda_version: invalid CUDA version "twelve" (expected MAJOR.MINOR, e.g. 12.4)`},
 		{"flow style field", "devices: [{model: h100-sxm5-80gb, count: 0}]\n",
@@ -218,6 +218,9 @@ func callEverything(t *testing.T, d *device, set nvml.EventSet) {
 	_, r = d.GetMemoryInfo_v2()
 	rec("GetMemoryInfo_v2", r)
 	_, r = d.GetUtilizationRates()
+	if r == nvml.ERROR_NOT_SUPPORTED && d.migEnabled() {
+		r = nvml.SUCCESS
+	}
 	rec("GetUtilizationRates", r)
 	_, _, r = d.GetEncoderUtilization()
 	rec("GetEncoderUtilization", r)
@@ -261,6 +264,7 @@ func callEverything(t *testing.T, d *device, set nvml.EventSet) {
 	_, r = d.GetSupportedEventTypes()
 	rec("GetSupportedEventTypes", r)
 	rec("RegisterEvents", d.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	callPhase2(d, rec)
 
 	for _, name := range deviceCalls {
 		r, ok := called[name]
@@ -286,4 +290,64 @@ func (d *device) expectedReturn(call string) nvml.Return {
 		}
 	}
 	return nvml.SUCCESS
+}
+
+// callPhase2 calls the process, MIG and GPM methods. Where the design says a
+// call fails on this device (no MIG layout, no GPM, no tenants running), the
+// expected failure is recorded as SUCCESS.
+func callPhase2(d *device, rec func(string, nvml.Return)) {
+	norm := func(name string, r, designed nvml.Return) {
+		if r == designed {
+			r = nvml.SUCCESS
+		}
+		rec(name, r)
+	}
+	_, r := d.GetComputeRunningProcesses()
+	rec("GetComputeRunningProcesses", r)
+	_, r = d.GetGraphicsRunningProcesses()
+	rec("GetGraphicsRunningProcesses", r)
+	_, r = d.GetMPSComputeRunningProcesses()
+	rec("GetMPSComputeRunningProcesses", r)
+	_, r = d.GetProcessUtilization(0)
+	switch {
+	case d.migEnabled():
+		norm("GetProcessUtilization", r, nvml.ERROR_NOT_SUPPORTED)
+	default:
+		norm("GetProcessUtilization", r, nvml.ERROR_NOT_FOUND)
+	}
+	_, r = d.GetMaxMigDeviceCount()
+	rec("GetMaxMigDeviceCount", r)
+	_, r = d.GetMigDeviceHandleByIndex(0)
+	if !d.migEnabled() {
+		norm("GetMigDeviceHandleByIndex", r, nvml.ERROR_NOT_FOUND)
+	} else {
+		rec("GetMigDeviceHandleByIndex", r)
+	}
+	_, r = d.IsMigDeviceHandle()
+	rec("IsMigDeviceHandle", r)
+	_, r = d.GetGpuInstanceId()
+	norm("GetGpuInstanceId", r, nvml.ERROR_INVALID_ARGUMENT)
+	_, r = d.GetComputeInstanceId()
+	norm("GetComputeInstanceId", r, nvml.ERROR_INVALID_ARGUMENT)
+	_, r = d.GetDeviceHandleFromMigDeviceHandle()
+	norm("GetDeviceHandleFromMigDeviceHandle", r, nvml.ERROR_INVALID_ARGUMENT)
+	_, r = d.GpmQueryDeviceSupport()
+	rec("GpmQueryDeviceSupport", r)
+	s, _ := d.f.lib.GpmSampleAlloc()
+	r = d.GpmSampleGet(s)
+	if !d.spec.model.gpmSupported {
+		norm("GpmSampleGet", r, nvml.ERROR_NOT_SUPPORTED)
+	} else {
+		rec("GpmSampleGet", r)
+	}
+	r = d.GpmMigSampleGet(1, s)
+	switch {
+	case !d.spec.model.gpmSupported:
+		norm("GpmMigSampleGet", r, nvml.ERROR_NOT_SUPPORTED)
+	case !d.migEnabled():
+		norm("GpmMigSampleGet", r, nvml.ERROR_INVALID_ARGUMENT)
+	default:
+		rec("GpmMigSampleGet", r)
+	}
+	s.Free()
 }
