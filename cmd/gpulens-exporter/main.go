@@ -1,0 +1,237 @@
+// Command gpulens-exporter exports NVIDIA GPU metrics to Prometheus. A
+// background sampler reads NVML (or a simulated fleet) and /metrics serves
+// the latest snapshot without ever calling NVML.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/gpusim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+// options holds the parsed command line.
+type options struct {
+	metricsPath   string
+	maxRequests   int
+	interval      time.Duration
+	deviceTimeout time.Duration
+	simScenario   string
+	simSeed       int64
+	collectors    map[string]*bool
+	xid           *bool
+	web           *web.FlagConfig
+	log           *promslog.Config
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	app := kingpin.New("gpulens-exporter", "Prometheus exporter for NVIDIA GPUs: device, process, MIG and contention metrics from NVML, sampled in the background.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
+	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
+	app.Flag("sampler.interval", "How often each GPU is read.").Default("1s").DurationVar(&o.interval)
+	app.Flag("sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.").Default("5s").DurationVar(&o.deviceTimeout)
+	app.Flag("sim.scenario", "Replace NVML with a simulated fleet: a built-in scenario ("+joinNames(gpusim.BuiltinNames())+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
+	app.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same values at the same elapsed time.").Default("1").Int64Var(&o.simSeed)
+	for _, f := range collector.Factories() {
+		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
+	}
+	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
+	o.web = kingpinflag.AddFlags(app, ":9842")
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-exporter"))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.interval <= 0 {
+		return nil, fmt.Errorf("--sampler.interval must be positive, got %s", o.interval)
+	}
+	if o.deviceTimeout <= 0 {
+		return nil, fmt.Errorf("--sampler.device-timeout must be positive, got %s", o.deviceTimeout)
+	}
+	if o.maxRequests < 0 {
+		return nil, fmt.Errorf("--web.max-requests must not be negative, got %d", o.maxRequests)
+	}
+	if o.metricsPath == "" || o.metricsPath[0] != '/' {
+		return nil, fmt.Errorf("--web.telemetry-path must start with '/', got %q", o.metricsPath)
+	}
+	return o, nil
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// run is main without the process exit, so tests can drive it.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-exporter: error: %v\n", err)
+		return 2
+	}
+	logger := promslog.New(o.log)
+	if err := serve(ctx, o, logger); err != nil {
+		logger.Error("exiting", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// openLibrary returns the NVML library to read: the real one, or a
+// simulated fleet.
+func openLibrary(o *options, logger *slog.Logger) (nvml.Interface, error) {
+	if o.simScenario == "" {
+		return nvml.New(), nil
+	}
+	sc, err := gpusim.Load(o.simScenario)
+	if err != nil {
+		return nil, fmt.Errorf("--sim.scenario: %w", err)
+	}
+	fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
+	}
+	logger.Warn("SIMULATED GPUs: no real NVML is read; every GPU is labelled simulated=\"true\"", "scenario", sc.Name, "seed", o.simSeed)
+	return fleet.Interface(), nil
+}
+
+func serve(ctx context.Context, o *options, logger *slog.Logger) error {
+	logger.Info("starting gpulens-exporter", "version", version.Info(), "build_context", version.BuildContext())
+	lib, err := openLibrary(o, logger)
+	if err != nil {
+		return err
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return fmt.Errorf("initialising NVML: %s (is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path? Try --sim.scenario=dgx-h100 to run without a GPU)", ret.Error())
+	}
+	defer func() {
+		if ret := lib.Shutdown(); ret != nvml.SUCCESS {
+			logger.Warn("NVML shutdown", "err", ret.Error())
+		}
+	}()
+
+	var enabled []collector.NamedCollector
+	for _, f := range collector.Factories() {
+		if *o.collectors[f.Name] {
+			enabled = append(enabled, collector.NamedCollector{Name: f.Name, Collector: f.New()})
+		}
+	}
+	names := make([]string, 0, len(enabled)+1)
+	for _, c := range enabled {
+		names = append(names, c.Name)
+	}
+	if *o.xid {
+		names = append(names, collector.XIDFactoryName)
+	}
+	logger.Info("enabled collectors", "collectors", joinNames(names))
+
+	sampler, err := collector.NewSampler(lib, enabled, *o.xid, collector.Config{
+		Interval: o.interval, DeviceTimeout: o.deviceTimeout, Simulated: o.simScenario != "", Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("GPUs found", "count", sampler.DeviceCount())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		sampler,
+		versioncollector.NewCollector("gpulens_exporter"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); sampler.Run(ctx) }()
+	defer wg.Wait()
+
+	mux, err := newMux(reg, o, logger)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := web.ListenAndServe(srv, o.web, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving HTTP: %w", err)
+	}
+	logger.Info("shutting down")
+	return nil
+}
+
+func newMux(reg *prometheus.Registry, o *options, logger *slog.Logger) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	mux.Handle(o.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: o.maxRequests,
+		Registry:            reg,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "Healthy\n")
+	})
+	if o.metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "gpulens exporter",
+			Description: "NVIDIA GPU metrics: devices, processes, MIG instances and contention, sampled in the background.",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: o.metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("building landing page: %w", err)
+		}
+		mux.Handle("/", landing)
+	}
+	return mux, nil
+}
