@@ -570,3 +570,41 @@ func TestClientGoneFreesCapacity(t *testing.T) {
 		t.Errorf("second request took %v: the abandoned stream kept its batch slot", d)
 	}
 }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// countStreamTokens reads an SSE stream to [DONE] and counts the words of
+// its content.
+func countStreamTokens(resp *http.Response) (int, error) {
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			return n, nil
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string }
+				Text  string
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return n, err
+		}
+		for _, ch := range c.Choices {
+			n += len(strings.Fields(ch.Delta.Content + ch.Text))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return n, err
+	}
+	return n, io.ErrUnexpectedEOF
+}

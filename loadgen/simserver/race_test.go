@@ -1,0 +1,5 @@
+//go:build race
+
+package simserver
+
+const raceEnabled = true
