@@ -59,8 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
 	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
-	app.Flag("sampler.interval", "How often each GPU is read.").Default("1s").DurationVar(&o.interval)
-	app.Flag("sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.").Default("5s").DurationVar(&o.deviceTimeout)
+	durationFlag(app, "sampler.interval", "How often each GPU is read.", "1s", &o.interval)
+	durationFlag(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
 	app.Flag("sim.scenario", "Replace NVML with a simulated fleet: a built-in scenario ("+joinNames(gpusim.BuiltinNames())+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
 	app.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same values at the same elapsed time.").Default("1").Int64Var(&o.simSeed)
 	for _, f := range collector.Factories() {
@@ -86,7 +86,33 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.metricsPath == "" || o.metricsPath[0] != '/' {
 		return nil, fmt.Errorf("--web.telemetry-path must start with '/', got %q", o.metricsPath)
 	}
+	if files := *o.web.WebConfigFile; files != "" {
+		if err := web.Validate(files); err != nil {
+			return nil, fmt.Errorf("--web.config.file %s: %w", files, err)
+		}
+	}
 	return o, nil
+}
+
+// durationValue is a kingpin value whose parse errors name the flag.
+type durationValue struct {
+	name string
+	d    *time.Duration
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not a duration (use e.g. 500ms, 1s, 2m)", v.name, s)
+	}
+	*v.d = d
+	return nil
+}
+
+func (v durationValue) String() string { return v.d.String() }
+
+func durationFlag(app *kingpin.Application, name, help, def string, d *time.Duration) {
+	app.Flag(name, help).Default(def).SetValue(durationValue{name: name, d: d})
 }
 
 func joinNames(names []string) string {
@@ -190,7 +216,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

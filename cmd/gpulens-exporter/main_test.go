@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// syncBuffer is a bytes.Buffer safe for the exporter's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listeningRE = regexp.MustCompile(`msg="Listening on" address=(\S+)`)
+
+// startExporter runs the exporter in-process on a free loopback port and
+// returns its address. It stops when the test ends.
+func startExporter(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, args...), logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("exporter did not stop within 15 s")
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listeningRE.FindStringSubmatch(logs.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("exporter exited with %d:\n%s", code, logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("exporter did not listen within 30 s:\n%s", logs.String())
+	return ""
+}
+
+func parseScrape(t *testing.T, body io.Reader) map[string]*familyView {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(body)
+	if err != nil {
+		t.Fatalf("parsing scrape: %v", err)
+	}
+	out := map[string]*familyView{}
+	for name, mf := range mfs {
+		fv := &familyView{}
+		for _, m := range mf.GetMetric() {
+			ls := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				ls[lp.GetName()] = lp.GetValue()
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			fv.series = append(fv.series, seriesView{ls, v})
+		}
+		out[name] = fv
+	}
+	return out
+}
+
+type seriesView struct {
+	labels map[string]string
+	value  float64
+}
+
+type familyView struct{ series []seriesView }
+
+func scrape(t *testing.T, client *http.Client, url string) map[string]*familyView {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return parseScrape(t, resp.Body)
+}
+
+// waitUp polls until n GPUs report gpulens_gpu_up 1.
+func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*familyView {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fams := scrape(t, client, url)
+		up := 0
+		if f := fams["gpulens_gpu_up"]; f != nil {
+			for _, s := range f.series {
+				if s.value == 1 {
+					up++
+				}
+			}
+		}
+		if up == n {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GPUs up after 20 s, want %d", up, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSimulatedFleetServesEveryFamily(t *testing.T) {
+	addr := startExporter(t, "--sim.scenario=dgx-h100", "--sampler.interval=100ms")
+	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 8)
+	perGPU := []string{
+		"gpulens_gpu_info", "gpulens_gpu_memory_total_bytes", "gpulens_gpu_memory_used_bytes", "gpulens_gpu_memory_free_bytes",
+		"gpulens_gpu_memory_reserved_bytes", "gpulens_gpu_utilization_ratio", "gpulens_gpu_memory_bandwidth_utilization_ratio",
+		"gpulens_gpu_encoder_utilization_ratio", "gpulens_gpu_decoder_utilization_ratio", "gpulens_gpu_busy_seconds_total",
+		"gpulens_gpu_temperature_celsius", "gpulens_gpu_power_watts", "gpulens_gpu_power_limit_watts", "gpulens_gpu_energy_joules_total",
+		"gpulens_gpu_clock_hertz", "gpulens_gpu_max_clock_hertz", "gpulens_gpu_clock_event_active",
+		"gpulens_gpu_pcie_throughput_bytes_per_second", "gpulens_gpu_pcie_replay_errors_total", "gpulens_gpu_ecc_errors_total",
+		"gpulens_gpu_remapped_rows", "gpulens_gpu_remapping_pending", "gpulens_gpu_remapping_failed",
+		"gpulens_gpu_persistence_mode", "gpulens_gpu_compute_mode", "gpulens_gpu_mig_enabled",
+		"gpulens_sampler_last_success_timestamp_seconds",
+	}
+	for _, name := range perGPU {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("family %s missing", name)
+			continue
+		}
+		gpus := map[string]bool{}
+		for _, s := range f.series {
+			if s.labels["uuid"] == "" {
+				t.Errorf("%s has a series without uuid: %v", name, s.labels)
+			}
+			gpus[s.labels["gpu"]] = true
+		}
+		if len(gpus) != 8 {
+			t.Errorf("%s covers %d GPUs, want 8", name, len(gpus))
+		}
+	}
+	for _, s := range fams["gpulens_gpu_info"].series {
+		if s.labels["simulated"] != "true" || s.labels["name"] == "" || s.labels["driver_version"] == "" || s.labels["cuda_driver_version"] == "" {
+			t.Errorf("gpu_info of a simulated GPU lacks identity: %v", s.labels)
+		}
+	}
+	for _, name := range []string{"gpulens_scrape_collector_success", "gpulens_scrape_collector_duration_seconds", "gpulens_exporter_build_info", "gpulens_sampler_duration_seconds"} {
+		if fams[name] == nil {
+			t.Errorf("family %s missing", name)
+		}
+	}
+	// Utilisation ratios stay within 0–1, temperatures and power are plausible.
+	for _, s := range fams["gpulens_gpu_utilization_ratio"].series {
+		if s.value < 0 || s.value > 1 {
+			t.Errorf("utilization %v out of 0–1", s.value)
+		}
+	}
+	for _, s := range fams["gpulens_gpu_power_watts"].series {
+		if s.value <= 0 || s.value > 1000 {
+			t.Errorf("power %v W implausible", s.value)
+		}
+	}
+}
+
+func TestDisabledCollector(t *testing.T) {
+	addr := startExporter(t, "--sim.scenario=minimal", "--sampler.interval=100ms", "--no-collector.power", "--no-collector.xid")
+	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
+	if fams["gpulens_gpu_power_watts"] != nil {
+		t.Errorf("power metrics served with --no-collector.power")
+	}
+	if fams["gpulens_gpu_memory_used_bytes"] == nil {
+		t.Errorf("memory metrics missing")
+	}
+	for _, s := range fams["gpulens_scrape_collector_success"].series {
+		if s.labels["collector"] == "power" {
+			t.Errorf("disabled collector power still reports success")
+		}
+	}
+}
+
+// writeTLSConfig writes a self-signed certificate for 127.0.0.1 and a web
+// config with one basic-auth user.
+func writeTLSConfig(t *testing.T, user, password string) (configPath string, pool *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "gpulens test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("cert.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	write("key.pem", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("web.yml", fmt.Appendf(nil, "tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n",
+		filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), user, hash))
+	return filepath.Join(dir, "web.yml"), pool
+}
+
+func TestTLSAndBasicAuth(t *testing.T) {
+	cfg, pool := writeTLSConfig(t, "prometheus", "s3cret")
+	addr := startExporter(t, "--sim.scenario=minimal", "--web.config.file="+cfg)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+
+	get := func(user, pass string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("HTTPS request: %v", err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := get("prometheus", "s3cret"); resp.StatusCode != http.StatusOK {
+		t.Errorf("right password: %s, want 200", resp.Status)
+	} else if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "gpulens_gpu_up{") {
+		t.Errorf("authorised scrape lacks gpulens_gpu_up")
+	}
+	if resp := get("prometheus", "wrong"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong password: %s, want 401", resp.Status)
+	}
+	if resp := get("", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no credentials: %s, want 401", resp.Status)
+	}
+	// Plain HTTP to the TLS port must not be served.
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")
+	if err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP to the TLS port was served: %s", resp.Status)
+		}
+	}
+	// An untrusted certificate is rejected by a verifying client.
+	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get("https://" + addr + "/metrics"); err == nil {
+		t.Errorf("a client without the CA accepted the self-signed certificate")
+	}
+}
+
+func TestBadInputNamesTheCulprit(t *testing.T) {
+	dir := t.TempDir()
+	badScenario := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(badScenario, []byte("name: x\ndevices:\n  - count: 2\n    modle: h100-sxm5-80gb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"zero interval", []string{"--sampler.interval=0s"}, 2, []string{"--sampler.interval"}},
+		{"bad duration", []string{"--sampler.device-timeout=soon"}, 2, []string{"sampler.device-timeout"}},
+		{"unknown collector", []string{"--collector.nonexistent"}, 2, []string{"collector.nonexistent"}},
+		{"relative telemetry path", []string{"--web.telemetry-path=metrics"}, 2, []string{"--web.telemetry-path"}},
+		{"missing scenario file", []string{"--sim.scenario=" + filepath.Join(dir, "nope.yaml")}, 1, []string{"--sim.scenario", "nope.yaml"}},
+		{"scenario with unknown field", []string{"--sim.scenario=" + badScenario}, 1, []string{"fleet.yaml:4", "modle"}},
+		{"bad web config", []string{"--sim.scenario=minimal", "--web.config.file=" + filepath.Join(dir, "missing-web.yml")}, 2, []string{"missing-web.yml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			code := run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, tc.args...), &out)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.code, out.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("message does not name %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
