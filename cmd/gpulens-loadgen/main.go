@@ -40,6 +40,7 @@ func runMain(args []string) int {
 	commands := []command{
 		runCommand(app),
 		sweepCommand(app),
+		simCommand(app),
 	}
 
 	selected, err := app.Parse(args)

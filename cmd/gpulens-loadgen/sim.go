@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/simserver"
+)
+
+// simFlags are the flags of `gpulens-loadgen sim`.
+type simFlags struct {
+	listenAddress   string
+	shutdownTimeout time.Duration
+	cfg             simserver.Config
+}
+
+func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
+	f := &simFlags{}
+	c := &f.cfg
+	d := simserver.DefaultConfig()
+	cmd.Flag("sim.listen-address", "Address to serve the simulated OpenAI-compatible API, /health and /metrics on.").Default("127.0.0.1:8000").StringVar(&f.listenAddress)
+	cmd.Flag("sim.shutdown-timeout", "How long to let streams in progress finish on shutdown before cutting them.").Default("5s").DurationVar(&f.shutdownTimeout)
+	cmd.Flag("sim.model", "Model name served and listed by /v1/models.").Default(d.Model).StringVar(&c.Model)
+	cmd.Flag("sim.seed", "Seed for output lengths, token text, jitter and faults: the n-th request always gets the same draws.").Default(fmt.Sprint(d.Seed)).Uint64Var(&c.Seed)
+	cmd.Flag("sim.prefill-per-token", "Prefill time per prompt token, added to the step that admits a request.").Default(d.PrefillPerToken.String()).DurationVar(&c.PrefillPerToken)
+	cmd.Flag("sim.decode-base", "Fixed part of one decode step.").Default(d.DecodeBase.String()).DurationVar(&c.DecodeBase)
+	cmd.Flag("sim.decode-per-seq", "Decode step time added per running sequence.").Default(d.DecodePerSeq.String()).DurationVar(&c.DecodePerSeq)
+	cmd.Flag("sim.max-batch", "Most sequences running at once (0: unlimited).").Default(fmt.Sprint(d.MaxBatch)).IntVar(&c.MaxBatch)
+	cmd.Flag("sim.kv-capacity-tokens", "KV-cache capacity in tokens; a running request holds prompt + output tokens (0: unlimited).").Default(fmt.Sprint(d.KVCapacityTokens)).IntVar(&c.KVCapacityTokens)
+	cmd.Flag("sim.max-queue", "Most requests waiting for admission; more get HTTP 429 (0: unlimited).").Default(fmt.Sprint(d.MaxQueue)).IntVar(&c.MaxQueue)
+	cmd.Flag("sim.jitter", "Relative jitter of every simulated delay, uniform in [1-j, 1+j].").Default(fmt.Sprint(d.Jitter)).Float64Var(&c.Jitter)
+	cmd.Flag("sim.ttft", "Fixed mode: time to first token after admission (fixed mode is on when --sim.ttft or --sim.itl is non-zero).").Default("0s").DurationVar(&c.FixedTTFT)
+	cmd.Flag("sim.itl", "Fixed mode: time between output tokens.").Default("0s").DurationVar(&c.FixedITL)
+	cmd.Flag("sim.output-tokens-mean", "Mean output length without ignore_eos (geometric distribution, capped by max_tokens).").Default(fmt.Sprint(d.OutputTokensMean)).IntVar(&c.OutputTokensMean)
+	cmd.Flag("sim.max-output-tokens", "Output cap for requests without max_tokens.").Default(fmt.Sprint(d.MaxOutputTokens)).IntVar(&c.MaxOutputTokens)
+	cmd.Flag("sim.tokens-per-chunk", "Tokens per streamed content chunk after the first.").Default(fmt.Sprint(d.TokensPerChunk)).IntVar(&c.TokensPerChunk)
+	cmd.Flag("sim.role-chunk", "Send vLLM's role-only first chunk on arrival (--no-sim.role-chunk puts the role on the first content chunk).").Default(fmt.Sprint(d.RoleChunk)).BoolVar(&c.RoleChunk)
+	cmd.Flag("sim.continuous-usage", "Add cumulative usage to every chunk, as vLLM's continuous_usage_stats.").Default(fmt.Sprint(d.ContinuousUsage)).BoolVar(&c.ContinuousUsage)
+	cmd.Flag("sim.error-rate", "Probability that a request fails with HTTP 500.").Default("0").Float64Var(&c.ErrorRate)
+	cmd.Flag("sim.disconnect-rate", "Probability that a response is cut off before its end.").Default("0").Float64Var(&c.DisconnectRate)
+	cmd.Flag("sim.stall-rate", "Probability that a request stalls once, before a random output token.").Default("0").Float64Var(&c.StallRate)
+	cmd.Flag("sim.stall-duration", "Duration of a stall.").Default(d.StallDuration.String()).DurationVar(&c.StallDuration)
+	return f
+}
+
+// simCommand is `gpulens-loadgen sim`: the simulated inference server.
+func simCommand(app *kingpin.Application) command {
+	cmd := app.Command("sim", "Run a simulated OpenAI-compatible inference server (continuous batching, fault injection, vLLM-style /metrics).")
+	f := addSimFlags(cmd)
+	return command{clause: cmd, run: func(ctx context.Context, logger *slog.Logger) error {
+		s, err := simserver.New(f.cfg, logger)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", f.listenAddress)
+		if err != nil {
+			return fmt.Errorf("--sim.listen-address: %w", err)
+		}
+		cfg := s.Config()
+		logger.Info("simulated inference server listening", "address", ln.Addr().String(), "model", cfg.Model,
+			"fixed_mode", cfg.Fixed(), "max_batch", cfg.MaxBatch, "seed", cfg.Seed)
+		return serveSim(ctx, ln, s, f.shutdownTimeout, logger)
+	}}
+}
+
+// serveSim serves s on ln until ctx is cancelled, then shuts down: it stops
+// accepting connections, lets streams in progress finish for up to
+// shutdownTimeout, and cuts the rest.
+func serveSim(ctx context.Context, ln net.Listener, s *simserver.Server, shutdownTimeout time.Duration, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+	}
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	defer stopSched()
+	schedDone := make(chan error, 1)
+	go func() { schedDone <- s.Run(schedCtx) }()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveDone:
+		s.Close()
+		return fmt.Errorf("serving: %w", err)
+	case err := <-schedDone:
+		_ = srv.Close()
+		return fmt.Errorf("scheduler: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down simulated server", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("streams still open after the shutdown timeout; cutting them")
+		s.Close()
+		err = srv.Close()
+	}
+	s.Close()
+	stopSched()
+	<-schedDone
+	if err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
