@@ -20,6 +20,11 @@ type Device struct {
 	PCIBusID string
 	Serial   string
 	VBIOS    string
+
+	// state is shared by every collector of this GPU: readings that several
+	// collectors need (process list and samples, MIG instances, GPM samples)
+	// are taken once per cycle through it. Nil outside a Sampler.
+	state *deviceState
 }
 
 // Collector samples one capability of every GPU. NewDevice is called once per
@@ -57,6 +62,10 @@ func Factories() []Factory {
 		{Name: "pcie", Help: "PCIe throughput and replay errors.", DefaultEnabled: true, New: newPCIeCollector},
 		{Name: "ecc", Help: "ECC error counters and row remapping state.", DefaultEnabled: true, New: newECCCollector},
 		{Name: "mode", Help: "Persistence mode, compute mode and MIG mode.", DefaultEnabled: true, New: newModeCollector},
+		{Name: "process", Help: "Per-process GPU memory and utilisation, with container and pod attribution and pod allocations.", DefaultEnabled: true, New: newProcessCollector},
+		{Name: "mig", Help: "MIG GPU and compute instances: identity and memory.", DefaultEnabled: true, New: newMIGCollector},
+		{Name: "gpm", Help: "GPU Performance Monitoring (Hopper and newer): SM activity and occupancy, tensor, DRAM and graphics activity per GPU and per MIG instance.", DefaultEnabled: true, New: newGPMCollector},
+		{Name: "contention", Help: "Sharing mode, active processes, contention ratio, per-process time shares and MIG instance saturation.", DefaultEnabled: true, New: newContentionCollector},
 	}
 }
 

@@ -64,6 +64,13 @@ func newMockDevice(i int) *mock.Device {
 	d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	// No process, no GPM (process, mig, gpm and contention collectors).
+	noProcs := func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetComputeRunningProcessesFunc = noProcs
+	d.GetGraphicsRunningProcessesFunc = noProcs
+	d.GetMPSComputeRunningProcessesFunc = noProcs
+	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{Version: 1}, nvml.SUCCESS }
 	return d
 }
 

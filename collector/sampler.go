@@ -28,6 +28,8 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Processes configures the process and contention collectors.
+	Processes ProcessOptions
 }
 
 // Validate checks the configuration and names the offending setting.
@@ -38,7 +40,7 @@ func (c Config) Validate() error {
 	if c.DeviceTimeout <= 0 {
 		return fmt.Errorf("sampler device timeout must be positive, got %s", c.DeviceTimeout)
 	}
-	return nil
+	return c.Processes.validate()
 }
 
 // NamedCollector is an enabled collector with its flag name.
@@ -233,6 +235,7 @@ type deviceWorker struct {
 	info     *Device
 	infoM    prometheus.Metric
 	samplers []DeviceSampler
+	state    *deviceState // shared by the samplers; see Device
 
 	// Shared with publish.
 	current          atomic.Pointer[string] // NVML call in progress
@@ -294,6 +297,7 @@ func (w *deviceWorker) cycle() {
 		res.lastSuccess = prev.lastSuccess
 	}
 	if w.info != nil {
+		w.state.beginCycle()
 		e := newEmitter(w.gpu, w.info.UUID, max(64, len(metricsOf(prev))))
 		e.metrics = append(e.metrics, w.infoM)
 		for i, smp := range w.samplers {
@@ -331,7 +335,8 @@ func (w *deviceWorker) readIdentity(r *Reader) {
 	if !ok {
 		return
 	}
-	d := &Device{Index: w.index, UUID: uuid}
+	w.state = newDeviceState(s.lib, uuid, s.cfg.Interval, s.cfg.Processes)
+	d := &Device{Index: w.index, UUID: uuid, state: w.state}
 	d.Name, _ = Call(r, "GetName", r.Device.GetName)
 	if pci, ok := Call(r, "GetPciInfo", r.Device.GetPciInfo); ok {
 		d.PCIBusID = cString(pci.BusId[:])

@@ -145,6 +145,11 @@ func TestDeviceMetricsExactValues(t *testing.T) {
 		"gpulens_gpu_compute_mode{" + id + ",mode=prohibited}":                  0,
 		"gpulens_gpu_compute_mode{" + id + ",mode=exclusive_process}":           1,
 		"gpulens_gpu_mig_enabled{" + id + "}":                                   0,
+		"gpulens_process_folded{" + id + "}":                                    0,
+		"gpulens_gpm_supported{" + id + "}":                                     0,
+		"gpulens_gpu_active_processes{" + id + "}":                              0,
+		"gpulens_gpu_contention_ratio{" + id + "}":                              0,
+		"gpulens_gpu_contended_seconds_total{" + id + "}":                       0,
 		"gpulens_sampler_duration_seconds{}_count":                              2,
 	}
 	for _, r := range clockEventReasons {
@@ -153,6 +158,9 @@ func TestDeviceMetricsExactValues(t *testing.T) {
 			v = 1
 		}
 		want["gpulens_gpu_clock_event_active{"+id+",reason="+r.name+"}"] = v
+	}
+	for _, m := range sharingModes {
+		want["gpulens_gpu_sharing_mode{"+id+",mode="+m+"}"] = b2f(m == "idle") // no process
 	}
 	for _, f := range Factories() {
 		want["gpulens_scrape_collector_success{collector="+f.Name+"}"] = 1
@@ -286,6 +294,12 @@ func TestFaults(t *testing.T) {
 				d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return 0, fail }
 				d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) { return 0, fail }
 				d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, fail }
+				noProcs := func() ([]nvml.ProcessInfo, nvml.Return) { return nil, fail }
+				d.GetComputeRunningProcessesFunc = noProcs
+				d.GetGraphicsRunningProcessesFunc = noProcs
+				d.GetMPSComputeRunningProcessesFunc = noProcs
+				d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, fail }
+				d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, fail }
 			},
 			up1:        0,
 			absent1:    []string{"gpulens_gpu_memory_used_bytes", "gpulens_gpu_info"},

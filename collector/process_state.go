@@ -1,0 +1,152 @@
+package collector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// DefaultMaxProcessesPerGPU is the default cardinality cap of the process
+// collector (--collector.process.max-per-gpu).
+const DefaultMaxProcessesPerGPU = 64
+
+// ProcessOptions configure the process and contention collectors.
+type ProcessOptions struct {
+	// ProcRoot is the procfs mount point used for process names, command
+	// lines, users and cgroups; empty means /proc.
+	ProcRoot string
+	// MaxPerGPU keeps the MaxPerGPU processes with the most memory per GPU
+	// and folds the others into one pid="other" series; 0 means
+	// DefaultMaxProcessesPerGPU.
+	MaxPerGPU int
+	// Attributor maps a process to its container and pod; nil: none.
+	Attributor ProcessAttributor
+	// Allocations lists the pods a GPU or MIG device is allocated to (the
+	// kubelet pod-resources API); nil: none.
+	Allocations AllocationSource
+}
+
+func (o ProcessOptions) validate() error {
+	if o.MaxPerGPU < 0 {
+		return fmt.Errorf("process collector: max processes per GPU must not be negative, got %d", o.MaxPerGPU)
+	}
+	return nil
+}
+
+func (o ProcessOptions) withDefaults() ProcessOptions {
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.MaxPerGPU == 0 {
+		o.MaxPerGPU = DefaultMaxProcessesPerGPU
+	}
+	return o
+}
+
+// ProcessAttributor tells which container (and pod, or batch job) a host
+// process runs in, typically from /proc/<pid>/cgroup. It is called once per
+// process (pid and start time) and must return quickly; an unknown process
+// gets the zero Attribution.
+type ProcessAttributor interface {
+	Attribute(pid uint32) Attribution
+}
+
+// Attribution is what is known about a process's container.
+type Attribution struct {
+	ContainerID string
+	Runtime     string // docker, containerd, cri-o, podman, systemd, slurm, "" (host)
+	PodUID      string
+	Namespace   string
+	Pod         string
+	Container   string
+	JobID       string
+}
+
+// AllocationSource lists the pod containers a device is allocated to, by
+// whole-GPU UUID (including time-sliced replicas of that GPU) or MIG device
+// UUID. It must answer from a cache: it is called on every sampler cycle.
+type AllocationSource interface {
+	Lookup(deviceIDs ...string) []Allocation
+}
+
+// Allocation is one container holding a GPU or MIG device.
+type Allocation struct {
+	Namespace, Pod, Container string
+	// DeviceID is the GPU UUID (for a time-sliced or MPS replica
+	// "GPU-…::N", the part before "::") or the MIG device UUID.
+	DeviceID string
+}
+
+// deviceState is created once per GPU by the sampler and handed to every
+// collector of that GPU through Device. It takes the readings that several
+// collectors need once per cycle, whichever collector asks first, and keeps
+// what must survive between cycles: GetProcessUtilization's lastSeen
+// timestamp (a second call in the same cycle would return nothing), the
+// procfs cache, MIG instance identities and the GPM samples. Everything runs
+// on the GPU's sampler goroutine: no locking.
+type deviceState struct {
+	lib      nvml.Interface
+	interval time.Duration
+	opts     ProcessOptions
+
+	cycle uint64 // incremented at the start of every cycle
+
+	procs     processTracker
+	procsAt   uint64 // cycle of procsRead
+	procsRead *processReading
+
+	mig     migTracker
+	migAt   uint64
+	migRead *migReading
+
+	gpm     gpmTracker
+	gpmAt   uint64
+	gpmRead *gpmReading
+}
+
+func newDeviceState(lib nvml.Interface, uuid string, interval time.Duration, opts ProcessOptions) *deviceState {
+	opts = opts.withDefaults()
+	return &deviceState{
+		lib: lib, interval: interval, opts: opts,
+		procs: newProcessTracker(uuid, opts),
+		mig:   migTracker{byHandle: map[nvml.Device]*migIdentity{}},
+		gpm:   gpmTracker{mig: map[int]*gpmPair{}},
+	}
+}
+
+// beginCycle invalidates the readings of the previous cycle.
+func (st *deviceState) beginCycle() {
+	if st != nil {
+		st.cycle++
+	}
+}
+
+// processes returns this cycle's process reading, reading NVML on first use.
+func (st *deviceState) processes(r *Reader, now time.Time) *processReading {
+	if st.procsRead == nil || st.procsAt != st.cycle {
+		mig := st.migInstances(r)
+		st.procsRead = st.procs.read(r, now, st.interval, mig)
+		st.procsAt = st.cycle
+	}
+	return st.procsRead
+}
+
+// migInstances returns this cycle's MIG reading.
+func (st *deviceState) migInstances(r *Reader) *migReading {
+	if st.migRead == nil || st.migAt != st.cycle {
+		st.migRead = st.mig.read(r)
+		st.migAt = st.cycle
+	}
+	return st.migRead
+}
+
+// gpmMetrics returns this cycle's GPM reading.
+func (st *deviceState) gpmMetrics(r *Reader) *gpmReading {
+	if st.gpmRead == nil || st.gpmAt != st.cycle {
+		mig := st.migInstances(r)
+		st.gpmRead = st.gpm.read(r, st.lib, mig)
+		st.gpmAt = st.cycle
+	}
+	return st.gpmRead
+}
