@@ -41,6 +41,7 @@ func runMain(args []string) int {
 		runCommand(app),
 		sweepCommand(app),
 		simCommand(app),
+		reportCommand(app),
 	}
 
 	selected, err := app.Parse(args)

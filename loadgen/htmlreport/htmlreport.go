@@ -1,0 +1,438 @@
+// Package htmlreport renders a load-generator JSON report (package
+// loadgen/report) as one self-contained HTML page: metadata and summary
+// tables and inline SVG charts, with no network access needed to view it.
+// All text from the report is escaped by html/template.
+package htmlreport
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+//go:embed page.html.tmpl
+var pageTemplate string
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"secs": fmtSeconds,
+	"usd":  fmtUSD,
+	"num":  fmtNum,
+	"pct":  func(v float64) string { return trimFloat(v*100, 3) + " %" },
+	"bytes": func(v float64) string {
+		return trimFloat(v/(1<<30), 3) + " GiB"
+	},
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+}).Parse(pageTemplate))
+
+// Chart names, the data-chart attribute of each chart element.
+const (
+	ChartTTFT             = "latency-ttft"
+	ChartITL              = "latency-itl"
+	ChartTPOT             = "latency-tpot"
+	ChartE2E              = "latency-e2e"
+	ChartTTFTVsLevel      = "ttft-vs-level"
+	ChartThroughputVsLvl  = "output-tokens-per-second-vs-level"
+	ChartCostVsLevel      = "cost-per-request-vs-level"
+	ChartErrorsByClass    = "errors-by-class"
+	ChartGoodputVsLevel   = "goodput-vs-level"
+	ChartScheduleLagLevel = "schedule-lag-vs-level"
+)
+
+// Charts lists the charts every page has, in page order.
+var Charts = []string{ChartTTFT, ChartITL, ChartTPOT, ChartE2E, ChartTTFTVsLevel, ChartThroughputVsLvl,
+	ChartGoodputVsLevel, ChartCostVsLevel, ChartScheduleLagLevel, ChartErrorsByClass}
+
+type kv struct{ K, V string }
+
+type view struct {
+	Title     string
+	Doc       *report.Document
+	Meta      []kv
+	Settings  []kv
+	Runs      []runRow
+	Charts    []chart
+	Warnings  []string
+	Generated string
+}
+
+type runRow struct {
+	report.Run
+	Label string
+	Error int
+}
+
+// WriteFile renders doc into an HTML file at path, atomically.
+func WriteFile(path string, doc *report.Document) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
+	if err != nil {
+		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := Render(tmp, doc); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	}
+	return nil
+}
+
+// Render writes the HTML page for doc.
+func Render(w io.Writer, doc *report.Document) error {
+	v := build(doc)
+	if err := page.Execute(w, v); err != nil {
+		return fmt.Errorf("rendering HTML report: %w", err)
+	}
+	return nil
+}
+
+func build(doc *report.Document) view {
+	m := doc.Metadata
+	v := view{Doc: doc, Title: "gpulens load report"}
+	if m.Model != "" {
+		v.Title += ": " + m.Model
+	}
+	add := func(k, val string) {
+		if val != "" {
+			v.Meta = append(v.Meta, kv{k, val})
+		}
+	}
+	add("Tool", m.Tool)
+	add("Version", m.Version)
+	add("Revision", m.Revision)
+	add("Go version", m.GoVersion)
+	add("Command", m.Command)
+	add("Run ID", m.RunID)
+	if !m.Started.IsZero() {
+		add("Started", m.Started.UTC().Format(time.RFC3339))
+	}
+	if !m.Finished.IsZero() {
+		add("Finished", m.Finished.UTC().Format(time.RFC3339))
+	}
+	add("Target", m.Target)
+	add("Endpoint", m.Endpoint)
+	add("Model (requested)", m.Model)
+	add("Model (server)", m.ServerModel)
+	add("Scenario", m.Scenario)
+	add("Dataset", m.Dataset)
+	add("Dataset SHA-256", m.DatasetSHA256)
+	add("Seed", strconv.FormatInt(m.Seed, 10))
+	if m.Interrupted {
+		add("Interrupted", "yes: results cover what was measured before the stop")
+	}
+	for _, s := range m.Shards {
+		add("Shard", s)
+	}
+	if g := m.GPU; g != nil {
+		add("GPU exporter", g.ExporterURL)
+		for _, gpu := range g.GPUs {
+			add("GPU "+gpu.GPU, fmt.Sprintf("%s (UUID %s, driver %s, CUDA %s)", gpu.Name, gpu.UUID, gpu.DriverVersion, gpu.CUDADriverVersion))
+		}
+		for _, mi := range g.MIG {
+			add("MIG instance on GPU "+mi.GPU, mi.Profile)
+		}
+		if g.Samples > 0 {
+			add("Peak GPU memory used", trimFloat(g.PeakMemoryUsedBytes/(1<<30), 3)+" GiB")
+			add("Mean GPU utilisation", trimFloat(g.MeanUtilizationRatio*100, 3)+" %")
+			add("GPU samples", strconv.Itoa(g.Samples))
+		}
+		add("GPU exporter error", g.Error)
+	}
+	v.Warnings = m.Warnings
+	if len(doc.Runs) > 0 {
+		v.Settings = settingsRows(doc.Runs[0].Settings)
+		if pts := levels(doc.Runs); len(pts) > 1 {
+			// The level varies per run: list the levels instead of the
+			// first run's concurrency or rate.
+			var ls []string
+			for _, p := range pts {
+				ls = append(ls, p.label)
+			}
+			var kept []kv
+			for _, row := range v.Settings {
+				if row.K != "Concurrency" && row.K != "Rate (req/s)" {
+					kept = append(kept, row)
+				}
+			}
+			v.Settings = append([]kv{{"Levels (" + levelName(doc.Runs) + ")", strings.Join(ls, ", ")}}, kept...)
+		}
+	}
+	labels := runLabels(doc.Runs)
+	for i, r := range doc.Runs {
+		n := 0
+		for _, c := range r.Summary.Errors {
+			n += c
+		}
+		v.Runs = append(v.Runs, runRow{Run: r, Label: labels[i], Error: n})
+	}
+	v.Charts = charts(doc, labels)
+	return v
+}
+
+func settingsRows(s report.Settings) []kv {
+	var out []kv
+	add := func(k, val string) {
+		if val != "" && val != "0" {
+			out = append(out, kv{k, val})
+		}
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	add("Mode", s.Mode)
+	add("Concurrency", strconv.Itoa(s.Concurrency))
+	add("Rate (req/s)", f(s.Rate))
+	add("Arrival", s.Arrival)
+	add("Burstiness", f(s.Burstiness))
+	add("Max concurrency", strconv.Itoa(s.MaxConcurrency))
+	add("Duration (s)", f(s.DurationSeconds))
+	add("Requests", strconv.Itoa(s.Requests))
+	add("Warm-up (s)", f(s.WarmupSeconds))
+	add("Ramp-up (s)", f(s.RampUpSeconds))
+	add("Timeout (s)", f(s.TimeoutSeconds))
+	add("Endpoint", s.Endpoint)
+	add("Model", s.Model)
+	add("Input tokens", s.InputTokens)
+	add("Output tokens", s.OutputTokens)
+	add("Dataset", s.Dataset)
+	add("max_tokens", strconv.Itoa(s.MaxTokens))
+	add("ignore_eos", strconv.FormatBool(s.IgnoreEOS))
+	add("Seed", strconv.FormatInt(s.Seed, 10))
+	add("Shard", s.Shard)
+	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
+	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
+	add("SLO E2E (s)", f(s.SLO.E2ESeconds))
+	add("GPU hourly price (USD)", f(s.Cost.GPUHourlyUSD))
+	add("GPUs", strconv.Itoa(s.Cost.GPUs))
+	add("Overhead hours", f(s.Cost.OverheadHours))
+	return out
+}
+
+// levelName is "concurrency" or "rate" for the runs' mode.
+func levelName(runs []report.Run) string {
+	for _, r := range runs {
+		if r.Settings.Mode == "open" {
+			return "rate (requests/s)"
+		}
+	}
+	return "concurrency"
+}
+
+func fmtLevel(r report.Run) string {
+	l := strconv.FormatFloat(r.Level, 'g', -1, 64)
+	if r.Settings.Mode == "open" {
+		return l + "/s"
+	}
+	return "c=" + l
+}
+
+// runLabels gives each run a short axis label: its level, plus the repeat
+// or "mean" when a level has several runs.
+func runLabels(runs []report.Run) []string {
+	perLevel := map[float64]int{}
+	for _, r := range runs {
+		perLevel[r.Level]++
+	}
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		switch {
+		case r.Level == 0 && len(runs) == 1:
+			out[i] = r.Name
+			if out[i] == "" {
+				out[i] = "run"
+			}
+		case perLevel[r.Level] == 1:
+			out[i] = fmtLevel(r)
+		case r.Aggregate:
+			out[i] = fmtLevel(r) + " mean"
+		default:
+			out[i] = fmtLevel(r) + " #" + strconv.Itoa(r.Repeat)
+		}
+	}
+	return out
+}
+
+// primary returns the runs the per-run charts show: the aggregates when
+// there are repeats, otherwise every run.
+func primary(runs []report.Run, labels []string) ([]report.Run, []string) {
+	var agg []report.Run
+	var aggLabels []string
+	for i, r := range runs {
+		if r.Aggregate {
+			agg = append(agg, r)
+			aggLabels = append(aggLabels, labels[i])
+		}
+	}
+	if len(agg) > 0 {
+		return agg, aggLabels
+	}
+	return runs, labels
+}
+
+// levelPoint is one level of a sweep: the aggregate run when there is
+// one, otherwise the mean of the runs at that level.
+type levelPoint struct {
+	level float64
+	label string
+	runs  []report.Run
+	agg   *report.Run
+}
+
+func levels(runs []report.Run) []levelPoint {
+	byLevel := map[float64]*levelPoint{}
+	var order []float64
+	for i := range runs {
+		r := &runs[i]
+		p, ok := byLevel[r.Level]
+		if !ok {
+			p = &levelPoint{level: r.Level, label: fmtLevel(*r)}
+			byLevel[r.Level] = p
+			order = append(order, r.Level)
+		}
+		if r.Aggregate {
+			p.agg = r
+		} else {
+			p.runs = append(p.runs, *r)
+		}
+	}
+	sort.Float64s(order)
+	out := make([]levelPoint, len(order))
+	for i, l := range order {
+		out[i] = *byLevel[l]
+	}
+	return out
+}
+
+// value returns the level's mean of a metric and, from the aggregate's
+// statistics, its 95 % confidence interval (NaN when unknown).
+func (p levelPoint) value(statKey string, get func(*report.Summary) float64) (mean, lo, hi float64) {
+	lo, hi = math.NaN(), math.NaN()
+	if p.agg != nil {
+		mean = get(&p.agg.Summary)
+		if st, ok := p.agg.Summary.Stats[statKey]; ok && st.N > 1 {
+			mean, lo, hi = st.Mean, st.CI95Low, st.CI95High
+		}
+		return mean, lo, hi
+	}
+	for i := range p.runs {
+		mean += get(&p.runs[i].Summary) / float64(len(p.runs))
+	}
+	return mean, lo, hi
+}
+
+func levelSeries(pts []levelPoint, name, statKey string, get func(*report.Summary) float64) series {
+	s := series{Name: name}
+	hasCI := false
+	for _, p := range pts {
+		m, lo, hi := p.value(statKey, get)
+		s.Values = append(s.Values, m)
+		s.Low = append(s.Low, lo)
+		s.High = append(s.High, hi)
+		hasCI = hasCI || !math.IsNaN(lo)
+	}
+	if !hasCI {
+		s.Low, s.High = nil, nil
+	} else {
+		for i := range s.Low {
+			if math.IsNaN(s.Low[i]) {
+				s.Low[i], s.High[i] = s.Values[i], s.Values[i]
+			}
+			s.Low[i] = math.Max(s.Low[i], 0)
+		}
+	}
+	return s
+}
+
+func charts(doc *report.Document, labels []string) []chart {
+	runs, rl := primary(doc.Runs, labels)
+	dist := func(name, title string, get func(*report.Summary) report.Dist) chart {
+		ss := []series{{Name: "p50"}, {Name: "p90"}, {Name: "p95"}, {Name: "p99"}}
+		for i := range runs {
+			d := get(&runs[i].Summary)
+			for j, v := range []float64{d.P50, d.P90, d.P95, d.P99} {
+				ss[j].Values = append(ss[j].Values, v)
+			}
+		}
+		return barChart(name, title, "seconds", rl, ss, fmtSeconds)
+	}
+	out := []chart{
+		dist(ChartTTFT, "Time to first token", func(s *report.Summary) report.Dist { return s.TTFT }),
+		dist(ChartITL, "Inter-token latency", func(s *report.Summary) report.Dist { return s.ITL }),
+		dist(ChartTPOT, "Time per output token", func(s *report.Summary) report.Dist { return s.TPOT }),
+		dist(ChartE2E, "End-to-end latency", func(s *report.Summary) report.Dist { return s.E2E }),
+	}
+	pts := levels(doc.Runs)
+	var ll []string
+	for _, p := range pts {
+		ll = append(ll, p.label)
+	}
+	xl := levelName(doc.Runs)
+	out = append(out,
+		lineChart(ChartTTFTVsLevel, "TTFT against "+xl, "seconds", xl, ll, []series{
+			levelSeries(pts, "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 }),
+			levelSeries(pts, "p99", "ttft_seconds.p99", func(s *report.Summary) float64 { return s.TTFT.P99 }),
+		}, fmtSeconds),
+		lineChart(ChartThroughputVsLvl, "Output tokens/s against "+xl, "tokens/s", xl, ll, []series{
+			levelSeries(pts, "output tokens/s", "output_tokens_per_second", func(s *report.Summary) float64 { return s.OutputTokensPerSecond }),
+		}, fmtNum),
+		lineChart(ChartGoodputVsLevel, "Request throughput and goodput against "+xl, "requests/s", xl, ll, []series{
+			levelSeries(pts, "requests/s", "request_throughput_per_second", func(s *report.Summary) float64 { return s.RequestThroughput }),
+			levelSeries(pts, "goodput/s", "goodput_per_second", func(s *report.Summary) float64 { return s.GoodputPerSecond }),
+		}, fmtNum),
+		lineChart(ChartCostVsLevel, "Cost per request against "+xl, "USD", xl, ll, []series{
+			levelSeries(pts, "cost per request", "cost.per_request_usd", func(s *report.Summary) float64 { return s.Cost.PerRequestUSD }),
+		}, fmtUSD),
+		lineChart(ChartScheduleLagLevel, "Schedule lag against "+xl, "seconds", xl, ll, []series{
+			levelSeries(pts, "p50", "schedule_lag_seconds.p50", func(s *report.Summary) float64 { return s.ScheduleLag.P50 }),
+			levelSeries(pts, "p99", "schedule_lag_seconds.p99", func(s *report.Summary) float64 { return s.ScheduleLag.P99 }),
+		}, fmtSeconds),
+	)
+	// Errors: the known classes in order, then any other class seen.
+	classes := append([]string(nil), report.ErrorClasses...)
+	known := map[string]bool{}
+	for _, c := range classes {
+		known[c] = true
+	}
+	var extra []string
+	for _, r := range runs {
+		for c := range r.Summary.Errors {
+			if !known[c] {
+				known[c] = true
+				extra = append(extra, c)
+			}
+		}
+	}
+	sort.Strings(extra)
+	classes = append(classes, extra...)
+	var es []series
+	for _, c := range classes {
+		s := series{Name: c}
+		for _, r := range runs {
+			s.Values = append(s.Values, float64(r.Summary.Errors[c]))
+		}
+		es = append(es, s)
+	}
+	out = append(out, stackedChart(ChartErrorsByClass, "Errors by class", "requests", rl, es, fmtCount))
+	return out
+}
