@@ -236,13 +236,18 @@ func buildIndex(pods []*podresourcesv1.PodResources, match func(string) bool) *i
 	return idx
 }
 
-// deviceKey strips a shared replica's "::N" suffix.
-func deviceKey(id string) string {
-	if base, _, ok := strings.Cut(id, "::"); ok {
+// DeviceUUID returns the GPU or MIG device UUID that a device-plugin id
+// names: "GPU-x::3" (a time-sliced or MPS replica) gives "GPU-x"; any other
+// id is returned as it is. Use it to compare an Allocation's DeviceID with
+// an NVML UUID.
+func DeviceUUID(deviceID string) string {
+	if base, _, ok := strings.Cut(deviceID, "::"); ok {
 		return base
 	}
-	return id
+	return deviceID
 }
+
+func deviceKey(id string) string { return DeviceUUID(id) }
 
 func compareAllocations(a, b Allocation) int {
 	return cmp.Or(

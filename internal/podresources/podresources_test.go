@@ -214,6 +214,23 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+func TestDeviceUUID(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{gpuA, gpuA},
+		{gpuC + "::0", gpuC},
+		{gpuC + "::12", gpuC},
+		{migY + "::1", migY},
+		{"0", "0"},
+		{"", ""},
+		{"::1", ""},
+	}
+	for _, tt := range tests {
+		if got := DeviceUUID(tt.in); got != tt.want {
+			t.Errorf("DeviceUUID(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestWithResourceNames(t *testing.T) {
 	path := filepath.Join(socketDir(t), "kubelet.sock")
 	serve(t, path, node())
