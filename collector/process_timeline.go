@@ -11,9 +11,10 @@ import (
 // per-process time intervals and integrates them, cycle after cycle.
 //
 // A sample of process p at time ts covers (start, ts], where start is p's
-// previous sample (kept across cycles), or, for p's first sample, ts minus the
-// sample period (the smallest gap seen between two samples of one process);
-// start is never before the lastSeen timestamp the samples were asked with,
+// previous sample (kept across cycles) but at most one sample period back
+// (the smallest gap seen between two samples of one process), or, for p's
+// first sample, ts minus the sample period; start is never before the
+// lastSeen timestamp the samples were asked with,
 // so that the intervals of two cycles never overlap. Samples not newer than
 // lastSeen are dropped (never read twice), duplicates (same pid and
 // timestamp) are counted once, and the order samples arrive in does not
@@ -97,8 +98,10 @@ func (tl *utilTimeline) add(samples []nvml.ProcessUtilizationSample, since uint6
 			start = acc[i-1].TimeStamp
 		} else if p, ok := tl.prev[s.Pid]; ok {
 			start = p
-		} else if tl.period > 0 && s.TimeStamp > tl.period {
-			start = s.TimeStamp - tl.period
+		}
+		if tl.period > 0 && s.TimeStamp > tl.period {
+			// A sample covers at most one period, even after a gap.
+			start = max(start, s.TimeStamp-tl.period)
 		}
 		start = max(start, since)
 		sec := float64(s.TimeStamp-start) / 1e6
