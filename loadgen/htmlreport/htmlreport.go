@@ -366,6 +366,10 @@ func levelSeries(pts []levelPoint, name, statKey string, get func(*report.Summar
 
 func charts(doc *report.Document, labels []string) []chart {
 	runs, rl := primary(doc.Runs, labels)
+	caption := ""
+	if len(runs) < len(doc.Runs) {
+		caption = "Each level shows the mean of its repeats; the summary table lists every repeat."
+	}
 	dist := func(name, title string, get func(*report.Summary) report.Dist) chart {
 		ss := []series{{Name: "p50"}, {Name: "p90"}, {Name: "p95"}, {Name: "p99"}}
 		for i := range runs {
@@ -374,7 +378,9 @@ func charts(doc *report.Document, labels []string) []chart {
 				ss[j].Values = append(ss[j].Values, v)
 			}
 		}
-		return barChart(name, title, "seconds", rl, ss, fmtSeconds)
+		c := barChart(name, title, "seconds", rl, ss, fmtSeconds)
+		c.Caption = caption
+		return c
 	}
 	out := []chart{
 		dist(ChartTTFT, "Time to first token", func(s *report.Summary) report.Dist { return s.TTFT }),
@@ -433,6 +439,10 @@ func charts(doc *report.Document, labels []string) []chart {
 		}
 		es = append(es, s)
 	}
-	out = append(out, stackedChart(ChartErrorsByClass, "Errors by class", "requests", rl, es, fmtCount))
+	ec := stackedChart(ChartErrorsByClass, "Errors by class", "requests", rl, es, fmtCount)
+	if caption != "" {
+		ec.Caption = "Errors summed over the repeats of each level."
+	}
+	out = append(out, ec)
 	return out
 }

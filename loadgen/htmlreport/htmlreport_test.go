@@ -68,6 +68,7 @@ func TestRenderFixture(t *testing.T) {
 		`<tr><th>Levels (concurrency)</th><td>c=1, c=2, c=4, c=8</td></tr>`,
 		`<tr><th>SLO TTFT (s)</th><td>0.2</td></tr>`,
 		`<td>concurrency=8 (mean of 2)</td><td class="n">c=8 mean</td>`,
+		`<figcaption>Errors by class<div class="caption">Errors summed over the repeats of each level.</div></figcaption>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("page lacks %s", want)
