@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -405,6 +406,29 @@ func TestDial(t *testing.T) {
 	}
 	if got := len(c.All()); got != 6 {
 		t.Errorf("All after Refresh = %d allocations, want 6", got)
+	}
+}
+
+// TestLargeNode checks that an answer above gRPC's default 4 MiB receive
+// limit still arrives.
+func TestLargeNode(t *testing.T) {
+	const n = 30000
+	pods := make([]*podresourcesv1.PodResources, 0, n)
+	for i := range n {
+		pods = append(pods, pod("namespace-with-a-long-name", fmt.Sprintf("statefulset-with-a-rather-long-name-%06d", i),
+			ctr("container-with-a-long-name", devices("nvidia.com/gpu", fmt.Sprintf("GPU-%08d-0000-4000-8000-000000000000::%d", i%8, i)))))
+	}
+	if size := proto.Size(&podresourcesv1.ListPodResourcesResponse{PodResources: pods}); size <= 4<<20 {
+		t.Fatalf("response is %d bytes, want above 4 MiB", size)
+	}
+	path := filepath.Join(socketDir(t), "kubelet.sock")
+	serve(t, path, pods)
+	c := dial(t, path)
+	if got := len(c.All()); got != n {
+		t.Fatalf("All = %d allocations, want %d", got, n)
+	}
+	if got := len(c.Lookup("GPU-00000003-0000-4000-8000-000000000000")); got != n/8 {
+		t.Errorf("Lookup = %d allocations, want %d", got, n/8)
 	}
 }
 
