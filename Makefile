@@ -13,8 +13,14 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
            -X github.com/prometheus/common/version.Revision=$(REVISION) \
            -X github.com/prometheus/common/version.Branch=main
 
-DEMO_EXPORTER_ADDR ?= 127.0.0.1:9842
-DEMO_SCENARIO ?= dgx-h100
+# Demo ports and settings (see scripts/demo.sh).
+export DEMO_EXPORTER_ADDR ?= 127.0.0.1:9842
+export DEMO_SIM_ADDR ?= 127.0.0.1:8000
+export DEMO_LOADGEN_ADDR ?= 127.0.0.1:9843
+export DEMO_PROMETHEUS_ADDR ?= 127.0.0.1:9090
+export DEMO_SCENARIO ?= dgx-h100
+export DEMO_RATE ?= 8
+export DEMO_GPU_HOURLY_USD ?= 2.50
 
 .PHONY: all build test vet unit check-metrics demo bench gpu-smoke fmt clean
 
@@ -37,7 +43,7 @@ check-metrics: build
 test: vet unit check-metrics
 
 demo: build
-	@bash scripts/demo.sh $(BIN) $(DEMO_EXPORTER_ADDR) $(DEMO_SCENARIO)
+	@bash scripts/demo.sh $(BIN)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
