@@ -48,6 +48,7 @@ type options struct {
 	simSeed       int64
 	collectors    map[string]*bool
 	xid           *bool
+	attribution   attributionFlags
 	web           *web.FlagConfig
 	log           *promslog.Config
 }
@@ -67,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
 	}
 	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
+	addAttributionFlags(app, &o.attribution)
 	o.web = kingpinflag.AddFlags(app, ":9842")
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-exporter"))
@@ -85,6 +87,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.metricsPath == "" || o.metricsPath[0] != '/' {
 		return nil, fmt.Errorf("--web.telemetry-path must start with '/', got %q", o.metricsPath)
+	}
+	if err := o.attribution.validate(); err != nil {
+		return nil, err
 	}
 	if files := *o.web.WebConfigFile; files != "" {
 		if err := web.Validate(files); err != nil {
@@ -189,8 +194,11 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	}
 	logger.Info("enabled collectors", "collectors", joinNames(names))
 
+	procOpts, stopAttribution := setupAttribution(ctx, o.attribution, o.interval, o.simScenario != "", logger)
+	defer stopAttribution()
 	sampler, err := collector.NewSampler(lib, enabled, *o.xid, collector.Config{
 		Interval: o.interval, DeviceTimeout: o.deviceTimeout, Simulated: o.simScenario != "", Logger: logger,
+		Processes: procOpts,
 	})
 	if err != nil {
 		return err
