@@ -154,16 +154,16 @@ func (c *Client) Refresh(ctx context.Context) error {
 // allocation is returned once, in All's order. Lookup never calls gRPC.
 func (c *Client) Lookup(ids ...string) []Allocation {
 	idx := c.idx.Load()
-	var out []Allocation
 	switch len(ids) {
 	case 0:
 		return nil
 	case 1:
-		return slices.Clone(idx.byDevice[deviceKey(ids[0])])
+		return slices.Clone(idx.byDevice[DeviceUUID(ids[0])])
 	}
+	var out []Allocation
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		k := deviceKey(id)
+		k := DeviceUUID(id)
 		if seen[k] {
 			continue
 		}
@@ -230,7 +230,7 @@ func buildIndex(pods []*podresourcesv1.PodResources, match func(string) bool) *i
 	slices.SortFunc(idx.all, compareAllocations)
 	idx.all = slices.Compact(idx.all)
 	for _, a := range idx.all {
-		k := deviceKey(a.DeviceID)
+		k := DeviceUUID(a.DeviceID)
 		idx.byDevice[k] = append(idx.byDevice[k], a)
 	}
 	return idx
@@ -247,7 +247,6 @@ func DeviceUUID(deviceID string) string {
 	return deviceID
 }
 
-func deviceKey(id string) string { return DeviceUUID(id) }
 
 func compareAllocations(a, b Allocation) int {
 	return cmp.Or(
