@@ -247,7 +247,6 @@ func DeviceUUID(deviceID string) string {
 	return deviceID
 }
 
-
 func compareAllocations(a, b Allocation) int {
 	return cmp.Or(
 		strings.Compare(a.Namespace, b.Namespace),
