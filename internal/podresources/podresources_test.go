@@ -423,7 +423,15 @@ func TestLargeNode(t *testing.T) {
 	}
 	path := filepath.Join(socketDir(t), "kubelet.sock")
 	serve(t, path, pods)
-	c := dial(t, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 30,000 pods take a while to encode under -race on a loaded machine:
+	// give this List a generous deadline of its own instead of Dial's.
+	c, err := Dial(ctx, path, 60*time.Second, nil)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
 	if got := len(c.All()); got != n {
 		t.Fatalf("All = %d allocations, want %d", got, n)
 	}
