@@ -22,7 +22,8 @@ scrape_scenario() { # scenario -> $work/<scenario>.prom
 }
 
 status=0
-for sc in $("$bin/gpulens-exporter" --help 2>&1 | sed -n 's/.*built-in scenario (\([^)]*\)).*/\1/p' | tr -d ','); do
+# The built-in scenarios (the --help text wraps their list: read the files).
+for sc in $(cd internal/gpusim/scenarios && ls *.yaml | sed 's/\.yaml$//'); do
 	scrape_scenario "$sc"
 	if out=$(go tool promtool check metrics <"$work/$sc.prom" 2>&1) && [ -z "$out" ]; then
 		echo "promtool check metrics: scenario $sc clean ($(grep -vc '^#' "$work/$sc.prom") samples)"
@@ -33,14 +34,22 @@ for sc in $("$bin/gpulens-exporter" --help 2>&1 | sed -n 's/.*built-in scenario 
 	fi
 done
 
-# Every family documented in docs/metrics.md must be served on dgx-h100
-# (XID counters appear with the first event, so they are only checked to be
-# documented).
+# Every family documented in docs/metrics.md must be served on dgx-h100, or
+# on the scenario that has what it describes: per-process series on
+# noisy-neighbour (dgx-h100 has no tenants), MIG series on mig-mixed. XID
+# and NVML error counters appear with the first event or error, and pod
+# allocations need a kubelet, so those are only checked to be documented.
 missing=0
 for fam in $(sed -n 's/^| `\(gpulens_[a-z_]*\)`.*/\1/p' docs/metrics.md | sort -u); do
-	case $fam in gpulens_gpu_xid_errors_total | gpulens_gpu_last_xid_timestamp_seconds | gpulens_gpu_fan_speed_ratio) continue ;; esac
-	if ! grep -q "^$fam[{ ]" "$work/dgx-h100.prom" && ! grep -q "^${fam}_bucket{" "$work/dgx-h100.prom"; then
-		echo "documented metric $fam is missing from the dgx-h100 scrape"
+	sc=dgx-h100
+	case $fam in
+	gpulens_gpu_xid_errors_total | gpulens_gpu_last_xid_timestamp_seconds | gpulens_gpu_fan_speed_ratio | gpulens_nvml_errors_total | gpulens_gpu_allocation_info) continue ;;
+	gpulens_process_folded) ;;
+	gpulens_process_*) sc=noisy-neighbour ;;
+	gpulens_mig_*) sc=mig-mixed ;;
+	esac
+	if ! grep -q "^$fam[{ ]" "$work/$sc.prom" && ! grep -q "^${fam}_bucket{" "$work/$sc.prom"; then
+		echo "documented metric $fam is missing from the $sc scrape"
 		missing=1
 	fi
 done
