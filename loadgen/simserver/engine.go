@@ -120,6 +120,8 @@ type engine struct {
 	inStep  bool
 	stepEnd time.Time
 	stepLen time.Duration
+
+	wake []*request // handlers to notify at the end of advance
 }
 
 func newEngine(cfg *Config, m *metrics, queued *atomic.Int64) *engine {
@@ -187,16 +189,13 @@ func (e *engine) remove(r *request) {
 func (e *engine) produce(r *request, now time.Time) bool {
 	r.produced++
 	done := r.produced >= r.target
+	e.metrics.token(r, now, done)
+	r.lastToken = now
 	r.mu.Lock()
 	r.times = append(r.times, now.UnixNano())
 	r.finished = done
 	r.mu.Unlock()
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
-	e.metrics.token(r, now, done)
-	r.lastToken = now
+	e.wake = append(e.wake, r)
 	return done
 }
 
@@ -210,6 +209,16 @@ func (e *engine) advance(now time.Time) {
 		e.advanceBatching(now)
 	}
 	e.metrics.state(len(e.running), int(e.queued.Load()), e.kvUsed, e.cfg.KVCapacityTokens)
+	// Wake the handlers last, so that a client which saw its last token
+	// also sees it in the metrics and the batch.
+	for i, r := range e.wake {
+		select {
+		case r.notify <- struct{}{}:
+		default:
+		}
+		e.wake[i] = nil
+	}
+	e.wake = e.wake[:0]
 }
 
 func (e *engine) advanceBatching(now time.Time) {
