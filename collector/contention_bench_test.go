@@ -86,7 +86,7 @@ func (g *benchGPU) GpmMigSampleGet(int, nvml.GpmSample) nvml.Return { return nvm
 
 type benchSample struct{ nvml.GpmSample }
 
-func newBenchFleet(b *testing.B, gpus, procsPerGPU int, mig bool) (*Sampler, *prometheus.Registry, *fakeClock) {
+func newBenchFleet(b testing.TB, gpus, procsPerGPU int, mig bool) (*Sampler, *prometheus.Registry, *fakeClock) {
 	b.Helper()
 	root := b.TempDir()
 	devs := make([]nvml.Device, gpus)
