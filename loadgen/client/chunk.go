@@ -28,7 +28,7 @@ type SimTimestamps struct {
 }
 
 type chunkDelta struct {
-	Role             string  `json:"role"`
+	Role             *string `json:"role"`
 	Content          *string `json:"content"`
 	ReasoningContent *string `json:"reasoning_content"`
 	Reasoning        *string `json:"reasoning"`
@@ -51,20 +51,46 @@ type chunk struct {
 
 // parsed is what the runner needs from one chunk.
 type parsed struct {
-	model        string
+	// model aliases the event data on the fast path: copy it before the
+	// next event is read.
+	model        []byte
 	contentBytes int  // bytes of generated text (content, reasoning, text)
 	finished     bool // a choice carried a finish_reason
-	usage        *Usage
+	hasUsage     bool
+	usage        Usage
 	err          *APIError
 	sim          *SimTimestamps
 }
 
+// parseChunk decodes one chunk: with the allocation-free scanner
+// (scan.go) for the common shapes, with encoding/json for anything the
+// scanner is not sure about (errors, simulator timestamps, escapes in keys,
+// duplicate or differently-cased keys, non-integer counts, invalid JSON).
 func parseChunk(data []byte, c *chunk) (parsed, error) {
+	var p parsed
+	if scanChunk(data, &p) {
+		return p, nil
+	}
+	return parseChunkJSON(data, c)
+}
+
+// parseChunkJSON decodes one chunk with encoding/json.
+func parseChunkJSON(data []byte, c *chunk) (parsed, error) {
+	// encoding/json decodes into the slice elements left between len and
+	// cap without zeroing them: clear them so a choice never inherits the
+	// previous chunk's content or finish_reason.
+	clear(c.Choices[:cap(c.Choices)])
 	*c = chunk{Choices: c.Choices[:0]}
 	if err := json.Unmarshal(data, c); err != nil {
 		return parsed{}, fmt.Errorf("decoding stream chunk: %w", err)
 	}
-	p := parsed{model: c.Model, usage: c.Usage, sim: c.Sim}
+	p := parsed{sim: c.Sim}
+	if c.Model != "" {
+		p.model = []byte(c.Model)
+	}
+	if c.Usage != nil {
+		p.hasUsage, p.usage = true, *c.Usage
+	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		var e APIError
 		if err := json.Unmarshal(c.Error, &e); err != nil {
@@ -79,7 +105,7 @@ func parseChunk(data []byte, c *chunk) (parsed, error) {
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		for _, s := range []*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
+		for _, s := range [...]*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
 			if s != nil {
 				p.contentBytes += len(*s)
 			}

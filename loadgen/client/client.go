@@ -299,14 +299,14 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 			res.Err = "error in stream: " + p.err.Message
 			return
 		}
-		if res.Model == "" {
-			res.Model = p.model
+		if res.Model == "" && len(p.model) > 0 {
+			res.Model = string(p.model)
 		}
 		if p.sim != nil {
 			res.Sim = p.sim
 		}
-		if p.usage != nil {
-			usage = *p.usage
+		if p.hasUsage {
+			usage = p.usage
 			finalUsage = &usage
 		}
 		if p.contentBytes > 0 {
@@ -316,7 +316,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 			res.ChunkOffsets = append(res.ChunkOffsets, int64(ev.At.Sub(res.Sent)))
 			st.bytes = append(st.bytes, p.contentBytes)
 			cum := -1
-			if p.usage != nil {
+			if p.hasUsage {
 				cum = p.usage.CompletionTokens
 			}
 			st.cumUse = append(st.cumUse, cum)
