@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,6 +32,8 @@ func BenchmarkStreamCPUPerToken(b *testing.B) {
 	perStream := max(1, b.N/streams)
 	body := fmt.Sprintf(`{"model":"gpulens-sim","prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`, perStream)
 	b.ResetTimer()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	cpu0 := cpuTime()
 	var wg sync.WaitGroup
 	for range streams {
@@ -49,7 +52,9 @@ func BenchmarkStreamCPUPerToken(b *testing.B) {
 	wg.Wait()
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
 	tokens := float64(perStream * streams)
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/tokens, "allocs/token")
 	b.ReportMetric(float64(cpu.Nanoseconds())/tokens, "cpu-ns/token")
 	b.ReportMetric(tokens/b.Elapsed().Seconds(), "tokens/s")
 }
