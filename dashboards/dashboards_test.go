@@ -1,0 +1,174 @@
+package dashboards
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpulens/gpulens/alerts/promcheck"
+)
+
+// The committed JSON must be what the generator writes now.
+func TestGeneratedJSONUpToDate(t *testing.T) {
+	for _, b := range All() {
+		want, err := Render(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(b.File)
+		if err != nil {
+			t.Fatalf("%s: %v (run make dashboards)", b.File, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the generator's output: run make dashboards and commit the result", b.File)
+		}
+	}
+}
+
+// Every committed JSON file is generated, and there are at least five.
+func TestNoStrayDashboards(t *testing.T) {
+	files, err := filepath.Glob("*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := map[string]bool{}
+	for _, b := range All() {
+		gen[b.File] = true
+	}
+	for _, f := range files {
+		if !gen[f] {
+			t.Errorf("%s is not written by the generator", f)
+		}
+	}
+	if len(All()) < 5 {
+		t.Errorf("%d dashboards, want at least 5", len(All()))
+	}
+}
+
+func TestCommittedDashboardsPassLint(t *testing.T) {
+	for _, b := range All() {
+		raw, err := os.ReadFile(b.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range Lint(raw) {
+			t.Errorf("%s: %s", b.File, p)
+		}
+	}
+}
+
+// Every query parses once Grafana's variables are substituted. That the
+// metrics exist is checked against live scrapes in alerts.
+func TestQueriesParse(t *testing.T) {
+	n := 0
+	for _, b := range All() {
+		raw, err := os.ReadFile(b.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exprs, keys, err := Expressions(raw, promcheck.VariableQuery)
+		if err != nil {
+			t.Fatalf("%s: %v", b.File, err)
+		}
+		for _, k := range keys {
+			n++
+			if _, err := promcheck.MetricNames(exprs[k]); err != nil {
+				t.Errorf("%s %s: %v", b.File, k, err)
+			}
+		}
+	}
+	if n < 100 {
+		t.Errorf("only %d expressions found in the dashboards; the extraction is broken", n)
+	}
+}
+
+// mutate decodes the first committed dashboard, lets f change it and
+// re-encodes it.
+func mutate(t *testing.T, f func(d map[string]any)) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(All()[0].File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	f(d)
+	out, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// firstPanel returns the first non-row panel.
+func firstPanel(d map[string]any) map[string]any {
+	for _, p := range d["panels"].([]any) {
+		if pm := p.(map[string]any); pm["type"] != "row" {
+			return pm
+		}
+	}
+	panic("no panel")
+}
+
+func firstTarget(d map[string]any) map[string]any {
+	return firstPanel(d)["targets"].([]any)[0].(map[string]any)
+}
+
+// The lint reports each kind of problem it promises to catch.
+func TestLintCatchesProblems(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(d map[string]any)
+		want   string
+	}{
+		{"duplicate id", func(d map[string]any) {
+			ps := d["panels"].([]any)
+			ps[2].(map[string]any)["id"] = ps[1].(map[string]any)["id"]
+		}, "already used by"},
+		{"no unit", func(d map[string]any) {
+			delete(firstPanel(d)["fieldConfig"].(map[string]any)["defaults"].(map[string]any), "unit")
+		}, `"GPUs up": no unit`},
+		{"no description", func(d map[string]any) { firstPanel(d)["description"] = " " }, `"GPUs up": no description`},
+		{"no thresholds", func(d map[string]any) {
+			delete(firstPanel(d)["fieldConfig"].(map[string]any)["defaults"].(map[string]any), "thresholds")
+		}, `"GPUs up": no thresholds`},
+		{"empty panel", func(d map[string]any) { firstPanel(d)["targets"] = []any{} }, `"GPUs up": no queries`},
+		{"empty expression", func(d map[string]any) { firstTarget(d)["expr"] = "" }, "target A: empty expression"},
+		{"hard-coded datasource", func(d map[string]any) {
+			firstTarget(d)["datasource"] = map[string]any{"type": "prometheus", "uid": "P1809F7CD0C75ACF3"}
+		}, "target A: datasource is not ${datasource}"},
+		{"hard-coded instance", func(d map[string]any) {
+			firstTarget(d)["expr"] = `sum(gpulens_gpu_up{instance="node-3:9835"})`
+		}, `hard-coded instance="node-3:9835"`},
+		{"hard-coded pod", func(d map[string]any) {
+			firstTarget(d)["expr"] = `sum(gpulens_process_info{pod=~"vllm-.*"})`
+		}, `hard-coded pod=~"vllm-.*"`},
+		{"fixed rate window", func(d map[string]any) {
+			firstTarget(d)["expr"] = `sum(rate(gpulens_gpu_busy_seconds_total[5m]))`
+		}, "range [5m]"},
+		{"undefined variable", func(d map[string]any) {
+			firstTarget(d)["expr"] = `sum(gpulens_gpu_up{instance=~"$node"})`
+		}, "variable $node is not defined"},
+		{"no datasource variable", func(d map[string]any) {
+			tl := d["templating"].(map[string]any)
+			tl["list"] = tl["list"].([]any)[1:]
+		}, `no prometheus datasource variable named "datasource"`},
+		{"unknown field", func(d map[string]any) { firstPanel(d)["colour"] = "red" }, "strict decode"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			probs := Lint(mutate(t, tc.mutate))
+			for _, p := range probs {
+				if strings.Contains(p, tc.want) {
+					return
+				}
+			}
+			t.Errorf("lint did not report %q; it reported %q", tc.want, probs)
+		})
+	}
+}

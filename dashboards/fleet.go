@@ -1,0 +1,88 @@
+package dashboards
+
+import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+const throttleReasons = `reason=~"sw_power_cap|hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"`
+
+// fleet is the SRE overview of every GPU.
+func fleet() (dashboard.Dashboard, error) {
+	bd := newBoard("gpulens-fleet", "gpulens / Fleet overview",
+		"Every GPU of the selected clusters and nodes: inventory, headroom, utilisation, throttling, XID and ECC errors, hot spots and the health of the exporters.",
+		varCluster(), varInstance())
+
+	bd.row("Inventory: are all GPUs there?")
+	bd.stat(panel{title: "GPUs up", unit: "none", desc: "GPUs whose last sampler cycle succeeded (gpulens_gpu_up = 1).",
+		qs: []q{{expr: `sum(gpulens_gpu_up{` + selNode + `})`}}})
+	bd.stat(panel{title: "GPUs lost or unreadable", unit: "none", th: steps("green", 1, "red"),
+		desc: "GPUs the exporter counts but cannot read: fallen off the bus, hung, or every NVML call failing (gpulens_gpu_up = 0). Alert: GpulensGPULost.",
+		qs:   []q{{expr: `count(gpulens_gpu_up{` + selNode + `} == 0) or vector(0)`}}})
+	bd.stat(panel{title: "Exporters down", unit: "none", th: steps("green", 1, "red"),
+		desc: "gpulens exporters Prometheus cannot scrape (up{job=\"gpulens-exporter\"} = 0): their GPUs are missing from every other panel. Alert: GpulensExporterDown.",
+		qs:   []q{{expr: `count(up{job="gpulens-exporter",` + selNode + `} == 0) or vector(0)`}}})
+	bd.stat(panel{title: "Mean utilisation (5m)", unit: "percentunit", th: steps("blue", 0.05, "green"),
+		desc: "Mean share of time a kernel ran, over all selected GPUs and the last 5 minutes (recording rule gpu:gpulens_gpu_busy:ratio_rate5m).",
+		qs:   []q{{expr: `avg(gpu:gpulens_gpu_busy:ratio_rate5m{` + selNode + `})`}}})
+	bd.stat(panel{title: "Memory used", unit: "percentunit", th: steps("green", 0.85, "orange", 0.95, "red"),
+		desc: "Used share of all selected GPUs' memory.",
+		qs:   []q{{expr: `sum(gpulens_gpu_memory_used_bytes{` + selNode + `}) / sum(gpulens_gpu_memory_total_bytes{` + selNode + `})`}}})
+	bd.stat(panel{title: "Power draw", unit: "watt", desc: "Board power of all selected GPUs now.",
+		qs: []q{{expr: `sum(gpulens_gpu_power_watts{` + selNode + `})`}}})
+
+	bd.row("Capacity: where is headroom left?")
+	bd.ts(panel{title: "VRAM headroom by GPU", unit: "percentunit", min: f(0), max: f(1), w: 8,
+		th:   steps("red", 0.05, "orange", 0.2, "green"),
+		desc: "Free share of the memory each GPU can hand out (free / (free + used), recording rule gpu:gpulens_gpu_memory_headroom:ratio). Under 5% for 10 minutes fires GpulensGPUMemoryHeadroomLow.",
+		qs:   []q{{expr: `gpu:gpulens_gpu_memory_headroom:ratio{` + selNode + `}`, legend: lgGPU}}})
+	bd.ts(panel{title: "Utilisation by GPU (5m mean)", unit: "percentunit", min: f(0), max: f(1), w: 8,
+		th:   steps("blue", 0.05, "green"),
+		desc: "Share of time a kernel ran on each GPU, averaged over 5 minutes from the integrated busy-time counter (gpu:gpulens_gpu_busy:ratio_rate5m).",
+		qs:   []q{{expr: `gpu:gpulens_gpu_busy:ratio_rate5m{` + selNode + `}`, legend: lgGPU}}})
+	bd.ts(panel{title: "SM activity by GPU (GPM)", unit: "percentunit", min: f(0), max: f(1), w: 8,
+		th:   steps("blue", 0.05, "green"),
+		desc: "Fraction of SMs busy (GPM, Hopper and newer): a GPU can be 100% utilised with few SMs active. Absent where GPM is unsupported.",
+		qs:   []q{{expr: `gpulens_gpu_sm_activity_ratio{` + selNode + `}`, legend: lgGPU}}})
+
+	bd.row("Health: what is failing?")
+	bd.ts(panel{title: "Throttled GPUs by reason", unit: "none", w: 8, th: steps("green", 1, "orange"),
+		desc: "Number of GPUs with each throttling clock-event reason active (power cap, thermal or hardware slowdown, power brake). Sustained thermal throttling fires GpulensGPUThermalThrottling.",
+		qs:   []q{{expr: `sum by (reason) (gpulens_gpu_clock_event_active{` + selNode + `,` + throttleReasons + `})`, legend: "{{reason}}"}}})
+	bd.table(panel{title: "Throttling GPUs and reasons", unit: "none", w: 8,
+		desc: "Each GPU with a throttling reason active now, and the share of the last 10 minutes it was active (gpu_reason:gpulens_gpu_clock_event_active:avg_over_time10m).",
+		th:   steps("green", 0.5, "orange", 0.9, "red"),
+		qs:   []q{{expr: `gpu_reason:gpulens_gpu_clock_event_active:avg_over_time10m{` + selNode + `} > 0`}}}, "uuid")
+	bd.ts(panel{title: "XID errors by GPU and code", unit: "none", w: 8, th: steps("green", 1, "red"),
+		desc: "XID events the driver reported, per GPU and code. 48, 61-64, 74, 79, 92, 94, 95, 119, 120 and 140 are hardware or driver errors (GpulensGPUXIDCriticalError); the others usually come from applications.",
+		qs:   []q{{expr: `sum by (instance, gpu, xid) (increase(gpulens_gpu_xid_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} GPU {{gpu}} XID {{xid}}"}}})
+	bd.ts(panel{title: "ECC errors", unit: "none", w: 8, th: steps("green", 1, "red"),
+		desc: "Corrected and uncorrected ECC errors per GPU. Any uncorrected error fires GpulensGPUUncorrectableECCErrors.",
+		qs:   []q{{expr: `sum by (instance, gpu, type) (increase(gpulens_gpu_ecc_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} GPU {{gpu}} {{type}}"}}})
+	bd.ts(panel{title: "Row remapping pending or failed", unit: "none", w: 8, th: steps("green", 1, "red"),
+		desc: "GPUs waiting for a reset to remap memory rows (pending) and GPUs whose remapping failed (replace them).",
+		qs: []q{
+			{expr: `sum(gpulens_gpu_remapping_pending{` + selNode + `})`, legend: "pending"},
+			{expr: `sum(gpulens_gpu_remapping_failed{` + selNode + `})`, legend: "failed"},
+		}})
+	bd.ts(panel{title: "Collectors failing", unit: "none", w: 8, th: steps("green", 1, "orange"),
+		desc: "Exporters whose collector made a failed NVML call in its last cycle, by collector.",
+		qs:   []q{{expr: `count by (collector) (gpulens_scrape_collector_success{` + selNode + `} == 0)`, legend: "{{collector}}"}}})
+
+	bd.row("Hot spots")
+	bd.table(panel{title: "Hottest GPUs", unit: "celsius", th: steps("green", 75, "orange", 83, "red"),
+		desc: "The ten hottest GPUs now. H100/H200 start thermal slowdown at about 83 °C.",
+		qs:   []q{{expr: `topk(10, gpulens_gpu_temperature_celsius{` + selNode + `})`}}}, "uuid")
+	bd.table(panel{title: "Most power-hungry GPUs (5m mean)", unit: "watt", th: steps("green", 600, "orange"),
+		desc: "The ten GPUs with the highest mean power over 5 minutes, from the energy counter (gpu:gpulens_gpu_energy_joules:rate5m).",
+		qs:   []q{{expr: `topk(10, gpu:gpulens_gpu_energy_joules:rate5m{` + selNode + `})`}}}, "uuid")
+
+	bd.row("Exporter and sampler health")
+	bd.ts(panel{title: "Sampler data age", unit: "s", w: 8, th: steps("green", 30, "orange", 60, "red"),
+		desc: "Age of the oldest GPU reading per exporter (time since the last successful sampler cycle). Over 60 s for 5 minutes fires GpulensSamplerStale.",
+		qs:   []q{{expr: `max by (instance) (gpu:gpulens_sampler_data_age:seconds{` + selNode + `})`, legend: "{{instance}}"}}})
+	bd.ts(panel{title: "Sampler cycle duration p99", unit: "s", w: 8, th: steps("green", 0.5, "orange", 1, "red"),
+		desc: "99th percentile of one GPU's sampler cycle per exporter over 5 minutes (instance:gpulens_sampler_duration_seconds:p99_rate5m). Near the sampler interval means readings lag.",
+		qs:   []q{{expr: `instance:gpulens_sampler_duration_seconds:p99_rate5m{` + selNode + `}`, legend: "{{instance}}"}}})
+	bd.ts(panel{title: "NVML errors by call", unit: "cps", w: 8, th: steps("green", 0.1, "orange"),
+		desc: "Failed NVML calls per second by exporter, call and error (deadline_exceeded: a call still running after the device timeout).",
+		qs:   []q{{expr: `sum by (instance, call, error) (rate(gpulens_nvml_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} {{call}} {{error}}"}}})
+	return bd.build()
+}

@@ -1,0 +1,103 @@
+package dashboards
+
+import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+// gpuDetail drills into one node or GPU.
+func gpuDetail() (dashboard.Dashboard, error) {
+	bd := newBoard("gpulens-gpu", "gpulens / GPU detail",
+		"One node or GPU: memory, utilisation, power, energy, clocks and clock events, the processes on it with their pods, and its MIG instances.",
+		varCluster(), varInstance(), varGPU(), varNamespace())
+
+	bd.row("Memory")
+	bd.ts(panel{title: "Memory used, free and reserved", unit: "bytes", w: 12, th: steps("green"),
+		desc: "Framebuffer memory per GPU: used by processes, free, and reserved by the driver.",
+		qs: []q{
+			{expr: `gpulens_gpu_memory_used_bytes{` + selGPU + `}`, legend: lgGPU + " used"},
+			{expr: `gpulens_gpu_memory_free_bytes{` + selGPU + `}`, legend: lgGPU + " free"},
+			{expr: `gpulens_gpu_memory_reserved_bytes{` + selGPU + `}`, legend: lgGPU + " reserved"},
+		}})
+	bd.ts(panel{title: "VRAM headroom", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("red", 0.05, "orange", 0.2, "green"),
+		desc: "Free share of the memory each GPU can hand out (gpu:gpulens_gpu_memory_headroom:ratio). A steady fall predicts exhaustion (GpulensGPUMemoryExhaustionPredicted).",
+		qs:   []q{{expr: `gpu:gpulens_gpu_memory_headroom:ratio{` + selGPU + `}`, legend: lgGPU}}})
+
+	bd.row("Utilisation")
+	bd.ts(panel{title: "GPU and memory-bandwidth utilisation", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("blue", 0.05, "green"),
+		desc: "Share of time a kernel ran over each interval (from the integrated busy counter) and memory-bandwidth utilisation (NVML's last sample).",
+		qs: []q{
+			{expr: `rate(gpulens_gpu_busy_seconds_total{` + selGPU + `}[$__rate_interval])`, legend: lgGPU + " busy"},
+			{expr: `gpulens_gpu_memory_bandwidth_utilization_ratio{` + selGPU + `}`, legend: lgGPU + " memory bandwidth"},
+		}})
+	bd.ts(panel{title: "GPM activity", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("blue", 0.05, "green"),
+		desc: "GPU Performance Monitoring (Hopper and newer): SM activity and occupancy, tensor-core activity and DRAM bandwidth, averaged over the sampler interval.",
+		qs: []q{
+			{expr: `gpulens_gpu_sm_activity_ratio{` + selGPU + `}`, legend: lgGPU + " SM activity"},
+			{expr: `gpulens_gpu_sm_occupancy_ratio{` + selGPU + `}`, legend: lgGPU + " SM occupancy"},
+			{expr: `gpulens_gpu_tensor_activity_ratio{` + selGPU + `}`, legend: lgGPU + " tensor"},
+			{expr: `gpulens_gpu_dram_bandwidth_utilization_ratio{` + selGPU + `}`, legend: lgGPU + " DRAM bandwidth"},
+		}})
+
+	bd.row("Power, energy and temperature")
+	bd.ts(panel{title: "Power draw and limit", unit: "watt", w: 8, th: steps("green"),
+		desc: "Board power and the enforced power limit. Power at the limit cuts clocks (sw_power_cap).",
+		qs: []q{
+			{expr: `gpulens_gpu_power_watts{` + selGPU + `}`, legend: lgGPU},
+			{expr: `gpulens_gpu_power_limit_watts{` + selGPU + `}`, legend: lgGPU + " limit"},
+		}})
+	bd.ts(panel{title: "Energy used per interval", unit: "joule", w: 8, th: steps("green"),
+		desc: "Energy each GPU used in each graph interval, from the energy counter.",
+		qs:   []q{{expr: `increase(gpulens_gpu_energy_joules_total{` + selGPU + `}[$__rate_interval])`, legend: lgGPU}}})
+	bd.ts(panel{title: "Temperature", unit: "celsius", w: 8, th: steps("green", 75, "orange", 83, "red"),
+		desc: "GPU core temperature. H100/H200 start thermal slowdown at about 83 °C.",
+		qs:   []q{{expr: `gpulens_gpu_temperature_celsius{` + selGPU + `}`, legend: lgGPU}}})
+
+	bd.row("Clocks and clock events")
+	bd.ts(panel{title: "SM clock and its maximum", unit: "hertz", w: 12, th: steps("green"),
+		desc: "Current SM clock against the GPU's maximum: a gap under load means throttling (see clock events).",
+		qs: []q{
+			{expr: `gpulens_gpu_clock_hertz{` + selGPU + `,clock="sm"}`, legend: lgGPU},
+			{expr: `gpulens_gpu_max_clock_hertz{` + selGPU + `,clock="sm"}`, legend: lgGPU + " max"},
+		}})
+	bd.ts(panel{title: "Active clock events", unit: "bool_on_off", w: 12, th: steps("green", 1, "orange"),
+		desc: "Clock-event (throttle) reasons active per GPU: idle, power cap, thermal and hardware slowdowns, power brake, sync boost, application or display clock settings.",
+		qs:   []q{{expr: `gpulens_gpu_clock_event_active{` + selGPU + `} == 1`, legend: lgGPU + " {{reason}}"}}})
+
+	bd.row("Processes")
+	bd.table(panel{title: "Processes on the GPU", unit: "bytes", w: 24, h: 9, th: steps("green"),
+		desc: "Every process on the selected GPUs with its pod, namespace and container: memory used (Value #A), SM utilisation (Value #B) and its share of the GPU's busy time (Value #C).",
+		qs: []q{
+			{expr: `gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"}`},
+			{expr: `gpulens_process_sm_utilization_ratio{` + selGPU + `,namespace=~"$namespace"}`},
+			{expr: `gpulens_process_gpu_time_share_ratio{` + selGPU + `,namespace=~"$namespace"}`},
+		}, units: map[string]string{"B": "percentunit", "C": "percentunit"}}, "uuid", "gpu_instance_id", "compute_instance_id")
+	bd.ts(panel{title: "Process memory", unit: "bytes", w: 12, th: steps("green"),
+		desc: "GPU memory per process; a process whose line only climbs leaks.",
+		qs:   []q{{expr: `gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}})
+	bd.ts(panel{title: "Process SM utilisation", unit: "percentunit", min: f(0), max: f(1), w: 12, th: steps("green"),
+		desc: "SM utilisation per process over each interval, from its SM busy-seconds counter.",
+		qs:   []q{{expr: `rate(gpulens_process_sm_busy_seconds_total{` + selGPU + `,namespace=~"$namespace"}[$__rate_interval])`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}})
+
+	bd.row("MIG instances")
+	bd.table(panel{title: "MIG instances", unit: "bytes", w: 24, h: 8, th: steps("green"),
+		desc: "MIG instances of the selected GPUs: profile, memory used (Value #B) and total (Value #C), and GPM SM activity (Value #D).",
+		qs: []q{
+			{expr: `gpulens_mig_instance_info{` + selGPU + `}`},
+			{expr: `gpulens_mig_memory_used_bytes{` + selGPU + `}`},
+			{expr: `gpulens_mig_memory_total_bytes{` + selGPU + `}`},
+			{expr: `gpulens_mig_sm_activity_ratio{` + selGPU + `}`},
+		}, units: map[string]string{"A": "none", "D": "percentunit"}}, "uuid")
+	bd.ts(panel{title: "MIG memory headroom", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("red", 0.05, "orange", 0.2, "green"),
+		desc: "Free share of each MIG instance's memory (mig:gpulens_mig_memory_headroom:ratio). Under 5% for 10 minutes fires GpulensMIGMemoryHeadroomLow.",
+		qs:   []q{{expr: `mig:gpulens_mig_memory_headroom:ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}}"}}})
+	bd.ts(panel{title: "MIG GPM activity", unit: "percentunit", min: f(0), max: f(1), w: 12, th: steps("green"),
+		desc: "GPM SM activity, tensor activity and DRAM bandwidth of each MIG instance.",
+		qs: []q{
+			{expr: `gpulens_mig_sm_activity_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}} SM"},
+			{expr: `gpulens_mig_tensor_activity_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}} tensor"},
+			{expr: `gpulens_mig_dram_bandwidth_utilization_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}} DRAM"},
+		}})
+	return bd.build()
+}

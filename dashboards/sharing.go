@@ -1,0 +1,52 @@
+package dashboards
+
+import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+// sharing shows how GPUs are shared, how much tenants contend, who the
+// noisy neighbour is, and whether it hurts the inference latency measured by
+// the load generator.
+func sharing() (dashboard.Dashboard, error) {
+	bd := newBoard("gpulens-sharing", "gpulens / Sharing and contention",
+		"How each GPU is shared (exclusive, time-sliced, MPS, MIG), how often its tenants run at the same time, each tenant's share of the GPU, the noisy neighbour, and the load generator's TTFT on the same time axis.",
+		varCluster(), varInstance(), varGPU(), varNamespace(), varTarget(), varModel())
+
+	bd.row("How is each GPU shared?")
+	bd.table(panel{title: "Sharing mode per GPU", unit: "none", w: 12, th: steps("green"),
+		desc: "Current sharing mode of each GPU: exclusive (one process), time_sliced (several processes), mps, mig, or idle.",
+		qs:   []q{{expr: `gpulens_gpu_sharing_mode{` + selGPU + `} == 1`}}}, "uuid", "Value")
+	bd.ts(panel{title: "Active processes per GPU", unit: "none", w: 12, th: steps("green", 2, "orange"),
+		desc: "Processes with SM activity in the last sampler interval. Two or more means they take turns on the GPU.",
+		qs:   []q{{expr: `gpulens_gpu_active_processes{` + selGPU + `}`, legend: lgGPU}}})
+
+	bd.row("Contention: do tenants run at the same time?")
+	bd.ts(panel{title: "Contention ratio (5m)", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("green", 0.25, "orange", 0.5, "red"),
+		desc: "Share of each GPU's busy time during which two or more processes were active, over 5 minutes (gpu:gpulens_gpu_contention:ratio_rate5m). Over 50% for 10 minutes on a GPU serving a latency SLO fires GpulensGPUHighContention.",
+		qs:   []q{{expr: `gpu:gpulens_gpu_contention:ratio_rate5m{` + selGPU + `}`, legend: lgGPU}}})
+	bd.ts(panel{title: "Contended seconds per second", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("green", 0.25, "orange", 0.5, "red"),
+		desc: "Share of wall-clock time with two or more processes active on each GPU, over each graph interval.",
+		qs:   []q{{expr: `rate(gpulens_gpu_contended_seconds_total{` + selGPU + `}[$__rate_interval])`, legend: lgGPU}}})
+
+	bd.row("Tenants: who uses the GPU?")
+	bd.ts(panel{title: "Time share per tenant", unit: "percentunit", min: f(0), max: f(1), w: 12, th: steps("green"),
+		desc: "Each process's share of its GPU's busy time (sums to 1 over a busy GPU's processes).",
+		qs:   []q{{expr: `gpulens_process_gpu_time_share_ratio{` + selGPU + `,namespace=~"$namespace"}`, legend: "GPU {{gpu}} {{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}},
+		stacked)
+	bd.table(panel{title: "Noisy neighbour per shared GPU", unit: "percentunit", w: 12, th: steps("green", 0.5, "orange"),
+		desc: "On each GPU with two or more active processes, the process with the largest share of the busy time (gpu:gpulens_process_gpu_time_share_ratio:top1): the likely noisy neighbour of the others.",
+		qs:   []q{{expr: `gpu:gpulens_process_gpu_time_share_ratio:top1{` + selGPU + `}`}}}, "uuid", "gpu_instance_id", "compute_instance_id")
+	bd.ts(panel{title: "MIG instance saturation", unit: "percentunit", min: f(0), max: f(1), w: 24,
+		th:   steps("green", 0.8, "orange", 0.95, "red"),
+		desc: "How close each MIG instance runs to its own limits: the largest of its SM activity, DRAM bandwidth and memory used share. MIG tenants cannot slow each other; a saturated instance needs a bigger profile.",
+		qs:   []q{{expr: `gpulens_mig_saturation_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}}"}}})
+
+	bd.row("Is the neighbour hurting latency?")
+	bd.ts(panel{title: "TTFT p99 against contention", unit: "s", w: 24, h: 10, th: steps("green", 1, "red"),
+		desc: "The load generator's 99th-percentile time to first token (left axis) with the contention ratio of the selected GPUs (right axis). TTFT rising with contention ties a slowdown to a neighbour; check the noisy-neighbour table for who it is.",
+		qs: []q{
+			{expr: `target_model:gpulens_loadgen_time_to_first_token_seconds:p99_rate5m{` + selLoad + `}`, legend: "TTFT p99 " + lgLG},
+			{expr: `gpu:gpulens_gpu_contention:ratio_rate5m{` + selGPU + `}`, legend: "contention " + lgGPU},
+		}, units: map[string]string{"B": "percentunit"}})
+	return bd.build()
+}
