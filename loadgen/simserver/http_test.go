@@ -636,3 +636,23 @@ func countStreamTokens(resp *http.Response) (int, error) {
 	}
 	return n, io.ErrUnexpectedEOF
 }
+
+// TestHugeMaxTokens asks for a billion tokens from a server without KV
+// limit and leaves after a few: nothing is allocated for the billion.
+func TestHugeMaxTokens(t *testing.T) {
+	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"model":"gpulens-sim","prompt":"x","max_tokens":1000000000,"ignore_eos":true,"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for range 6 { // three content chunks, each "data: …\n\n"
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

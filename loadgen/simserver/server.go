@@ -18,8 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// maxBodyBytes bounds a request body.
-const maxBodyBytes = 8 << 20
+const (
+	// maxBodyBytes bounds a request body.
+	maxBodyBytes = 8 << 20
+	// maxPrealloc bounds the token timestamps allocated up front.
+	maxPrealloc = 4096
+)
 
 // Server is the simulated inference server. Its handler serves requests;
 // Run drives the scheduler and must be running for generations to progress.
@@ -234,7 +238,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 		s.metrics.faults.WithLabelValues(faultStall).Inc()
 	}
 	s.metrics.promptTokens.Add(float64(prompt))
-	r.times = make([]int64, 0, r.target)
+	// Preallocate for typical outputs only: a huge max_tokens must not
+	// allocate up front. The slice stays append-only either way.
+	r.times = make([]int64, 0, min(r.target, maxPrealloc))
 
 	h := w.Header()
 	h.Set("X-Sim-Arrival", strconv.FormatInt(arrival.UnixNano(), 10))
@@ -361,7 +367,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, r *request, 
 	flush()
 	s.submit(r)
 
-	chunkTimes := make([]int64, 0, 1+(r.target-1)/s.cfg.TokensPerChunk+1)
+	chunkTimes := make([]int64, 0, min(1+(r.target-1)/s.cfg.TokensPerChunk+1, maxPrealloc))
 	written, seen := 0, 0
 	for {
 		if r.disconnectAt >= 0 && written >= r.disconnectAt {
