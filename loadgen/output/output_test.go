@@ -1,0 +1,152 @@
+package output
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+func rep(i int, tps, ttftP99, ttftMax float64, errs map[string]int) report.Run {
+	return report.Run{Name: "rate=5 repeat=" + string(rune('0'+i)), Level: 5, Repeat: i,
+		Settings: report.Settings{Mode: "open", Rate: 5},
+		Summary: report.Summary{
+			RequestsCompleted: 10 * i, RequestsFailed: i - 1, Errors: errs, OutputTokensTotal: int64(100 * i),
+			OutputTokensPerSecond: tps, TTFT: report.Dist{Count: 10 * i, P50: ttftP99 / 2, P99: ttftP99, Max: ttftMax},
+			Cost: report.Cost{TotalUSD: 0.01 * float64(i)}, TargetRatePerSecond: 5, MaxInFlight: 3 * i,
+		}}
+}
+
+func TestAggregate(t *testing.T) {
+	reps := []report.Run{
+		rep(1, 10, 0.1, 0.15, map[string]int{}),
+		rep(2, 12, 0.2, 0.40, map[string]int{report.ErrTimeout: 1}),
+		rep(3, 14, 0.3, 0.35, map[string]int{report.ErrTimeout: 1, report.ErrHTTP5xx: 1}),
+	}
+	a := Aggregate(reps)
+	if a.Name != "rate=5 (mean of 3)" || !a.Aggregate || a.Level != 5 || a.Repeat != 0 || a.Settings.Rate != 5 {
+		t.Errorf("run = %q aggregate %v level %v repeat %d", a.Name, a.Aggregate, a.Level, a.Repeat)
+	}
+	s := a.Summary
+	// Counts are summed, maxima kept.
+	if s.RequestsCompleted != 60 || s.RequestsFailed != 3 || s.OutputTokensTotal != 600 || s.MaxInFlight != 9 ||
+		s.Errors[report.ErrTimeout] != 2 || s.Errors[report.ErrHTTP5xx] != 1 || s.TTFT.Count != 60 || s.TTFT.Max != 0.40 {
+		t.Errorf("sums: %+v", s)
+	}
+	// Means of scalars and percentiles.
+	near := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s = %.15g, want %.15g", name, got, want)
+		}
+	}
+	near("output tok/s", s.OutputTokensPerSecond, 12)
+	near("TTFT p99", s.TTFT.P99, 0.2)
+	near("TTFT p50", s.TTFT.P50, 0.1)
+	near("cost total", s.Cost.TotalUSD, 0.02)
+	// Student t, 2 degrees of freedom: t = 4.303; sample stddev of 10, 12,
+	// 14 is 2; half width 4.303 × 2 / √3 = 4.96867641664592.
+	st := s.Stats["output_tokens_per_second"]
+	if st.N != 3 {
+		t.Fatalf("stat = %+v", st)
+	}
+	near("stddev", st.Stddev, 2)
+	near("mean", st.Mean, 12)
+	near("ci low", st.CI95Low, 7.03132358335408)
+	near("ci high", st.CI95High, 16.96867641664592)
+	// TTFT p99 0.1, 0.2, 0.3: stddev 0.1, half width 4.303 × 0.1 / √3.
+	st = s.Stats["ttft_seconds.p99"]
+	near("ttft p99 ci high", st.CI95High, 0.2+0.248433820832296)
+	if _, ok := s.Stats["cost.per_1k_requests_usd"]; !ok || len(s.Stats) != len(metrics) {
+		t.Errorf("stats has %d metrics, want %d", len(s.Stats), len(metrics))
+	}
+
+	// Two repeats (10, 12): t = 12.706, stddev √2, half width 12.706 × √2 / √2.
+	st = Aggregate(reps[:2]).Summary.Stats["output_tokens_per_second"]
+	near("n=2 ci high", st.CI95High, 11+12.706)
+}
+
+func TestWriteCSV(t *testing.T) {
+	doc := &report.Document{Runs: []report.Run{
+		rep(1, 10, 0.1, 0.15, map[string]int{report.ErrHTTP429: 4}),
+		{Name: `odd, "name"`, Level: 2.5, Aggregate: true},
+	}}
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, doc); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatalf("output is not CSV: %v\n%s", err, buf.String())
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want header + 2", len(rows))
+	}
+	head := rows[0]
+	want := 4 + len(metrics) + len(report.ErrorClasses)
+	if len(head) != want || len(rows[1]) != want || len(rows[2]) != want {
+		t.Fatalf("columns: header %d, rows %d %d, want %d", len(head), len(rows[1]), len(rows[2]), want)
+	}
+	col := func(name string) int {
+		for i, h := range head {
+			if h == name {
+				return i
+			}
+		}
+		t.Fatalf("no column %q in %v", name, head)
+		return -1
+	}
+	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "errors.parse" {
+		t.Errorf("header = %v", head)
+	}
+	for _, c := range []struct {
+		row  int
+		col  string
+		want string
+	}{
+		{1, "name", "rate=5 repeat=1"}, {1, "level", "5"}, {1, "repeat", "1"}, {1, "aggregate", "false"},
+		{1, "requests_completed", "10"}, {1, "output_tokens_per_second", "10"}, {1, "ttft_seconds.p99", "0.1"},
+		{1, "ttft_seconds.p50", "0.05"}, {1, "ttft_seconds.max", "0.15"}, {1, "cost.total_usd", "0.01"},
+		{1, "errors.http_429", "4"}, {1, "errors.timeout", "0"},
+		{2, "name", `odd, "name"`}, {2, "level", "2.5"}, {2, "aggregate", "true"}, {2, "e2e_seconds.p99", "0"},
+	} {
+		if got := rows[c.row][col(c.col)]; got != c.want {
+			t.Errorf("row %d %s = %q, want %q", c.row, c.col, got, c.want)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "r.csv")
+	if err := WriteCSVFile(path, doc); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	WriteCSV(&again, doc)
+	if !bytes.Equal(b, again.Bytes()) || !bytes.Contains(b, []byte("\n\"odd, \"\"name\"\"\",2.5,0,true,")) {
+		t.Errorf("file differs or name not quoted:\n%s", b)
+	}
+	if err := WriteCSVFile(filepath.Join(t.TempDir(), "missing", "r.csv"), doc); err == nil || !strings.Contains(err.Error(), "writing CSV") {
+		t.Errorf("unwritable path: %v", err)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	doc := &report.Document{Metadata: report.Metadata{Warnings: []string{"rate=5: target rate NOT achieved"}},
+		Runs: []report.Run{{Name: "c=1", Summary: report.Summary{RequestsCompleted: 3, TTFT: report.Dist{P50: 0.0125}, TokensEstimated: true}}}}
+	var buf bytes.Buffer
+	WriteTable(&buf, doc)
+	out := buf.String()
+	for _, want := range []string{"TTFT p50 ms", " 12.5 ", "WARNING: rate=5: target rate NOT achieved", "NOTE: c=1: the server sent no usage"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
