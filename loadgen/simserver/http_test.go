@@ -331,7 +331,7 @@ func TestFixedModeTokenChunks(t *testing.T) {
 // TestQueueFull fills a one-slot batch and a one-slot queue; the third
 // request gets 429 and the queued one waits for the first to finish.
 func TestQueueFull(t *testing.T) {
-	s, url := startServer(t, Config{Seed: 1, FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond, MaxBatch: 1, MaxQueue: 1})
+	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond, MaxBatch: 1, MaxQueue: 1})
 	body := chatBody(`,"max_tokens":10,"ignore_eos":true,"stream":true`)
 	open := func() (*http.Response, *bufio.Reader) {
 		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -381,7 +381,6 @@ func TestQueueFull(t *testing.T) {
 	if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "queue_full"); got != 1 {
 		t.Errorf("queue_full faults = %v, want 1", got)
 	}
-	_ = s
 }
 
 func scrape(t testing.TB, url string) map[string]*dto {

@@ -3,11 +3,17 @@ package simserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
+
+type event struct {
+	at    time.Time
+	delta int
+}
 
 // TestManyConcurrentStreams holds thousands of streams open at once
 // against one scheduler goroutine (fewer under the race detector, which
@@ -21,13 +27,17 @@ func TestManyConcurrentStreams(t *testing.T) {
 		streams = 200
 	}
 	const tokens = 8
-	s, url := startServer(t, Config{Seed: 1, DecodeBase: 20 * time.Millisecond, DecodePerSeq: time.Microsecond, MaxBatch: 2048, TokensPerChunk: 1, RoleChunk: true})
+	// A first token 3 s after arrival keeps every stream open while the
+	// others connect; then all of them stream at once.
+	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 3 * time.Second, FixedITL: 20 * time.Millisecond, RoleChunk: true})
 	tr := &http.Transport{MaxIdleConnsPerHost: streams, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
 	var wg sync.WaitGroup
 	var ok, failed atomic.Int64
 	var firstErr atomic.Value
+	var mu sync.Mutex
+	var events []event // +1 when a stream's headers arrive, −1 when it ends
 	start := time.Now()
 	for range streams {
 		wg.Go(func() {
@@ -39,7 +49,11 @@ func TestManyConcurrentStreams(t *testing.T) {
 				return
 			}
 			defer resp.Body.Close()
+			opened := time.Now()
 			n, err := countStreamTokens(resp)
+			mu.Lock()
+			events = append(events, event{opened, 1}, event{time.Now(), -1})
+			mu.Unlock()
 			if err != nil || n != tokens {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, fmt.Errorf("%d tokens, err %v", n, err))
@@ -57,6 +71,21 @@ func TestManyConcurrentStreams(t *testing.T) {
 	if got := counterValue(t, mfs, "vllm:generation_tokens_total", "model_name", "gpulens-sim"); got != float64(streams*tokens) {
 		t.Errorf("generation tokens %v, want %d", got, streams*tokens)
 	}
-	t.Logf("%d concurrent streams × %d tokens in %v", ok.Load(), tokens, elapsed)
-	_ = s
+	// Most streams must have been open at the same time.
+	slices.SortFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	open, peak := 0, 0
+	for _, e := range events {
+		open += e.delta
+		peak = max(peak, open)
+	}
+	if peak < streams*9/10 {
+		t.Errorf("at most %d of %d streams were open at once, want ≥ 90 %%", peak, streams)
+	}
+	itl := mfs["vllm:inter_token_latency_seconds"].GetMetric()[0].GetHistogram()
+	meanITL := time.Duration(itl.GetSampleSum() / float64(itl.GetSampleCount()) * float64(time.Second))
+	t.Logf("%d streams × %d tokens in %v, %d open at once, server-side mean ITL %v (configured 20ms)", ok.Load(), tokens, elapsed, peak, meanITL)
+	// The one scheduler goroutine kept the pace for every stream.
+	if meanITL < 20*time.Millisecond || meanITL > 30*time.Millisecond {
+		t.Errorf("server-side mean ITL %v, want 20ms (+50 %% at most)", meanITL)
+	}
 }
