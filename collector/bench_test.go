@@ -11,14 +11,13 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/gpusim"
 )
 
 // startSimSampler runs a sampler over a simulated fleet until every GPU is up.
-func startSimSampler(b *testing.B, scenario string, interval time.Duration) (*collector.Sampler, *prometheus.Registry) {
+func startSimSampler(b *testing.B, scenario string, interval time.Duration) (*collector.Sampler, *prometheus.Registry, http.Handler) {
 	b.Helper()
 	sc, err := gpusim.Load(scenario)
 	if err != nil {
@@ -44,10 +43,14 @@ func startSimSampler(b *testing.B, scenario string, interval time.Duration) (*co
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
+	live := prometheus.NewRegistry()
+	live.MustRegister(s.Live())
+	exp := collector.NewExposition(s, live, collector.ExpositionOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done; lib.Shutdown() })
+	done := make(chan struct{}, 2)
+	go func() { s.Run(ctx); done <- struct{}{} }()
+	go func() { exp.Run(ctx); done <- struct{}{} }()
+	b.Cleanup(func() { cancel(); <-done; <-done; lib.Shutdown() })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		up := 0
@@ -62,7 +65,7 @@ func startSimSampler(b *testing.B, scenario string, interval time.Duration) (*co
 			}
 		}
 		if up == s.DeviceCount() {
-			return s, reg
+			return s, reg, exp
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("only %d of %d GPUs up after 60 s", up, s.DeviceCount())
@@ -71,7 +74,8 @@ func startSimSampler(b *testing.B, scenario string, interval time.Duration) (*co
 	}
 }
 
-// BenchmarkScrape measures one HTTP scrape of an 8-GPU simulated fleet over
+// BenchmarkScrape measures one HTTP scrape of what gpulens-exporter serves
+// (a pre-rendered Exposition, re-rendered in the background every second) of an 8-GPU simulated fleet over
 // loopback while the sampler keeps running, with NVML answering at once
 // (dgx-h100) and with every NVML call taking 100 ms (slow-nvml).
 func BenchmarkScrape(b *testing.B) {
@@ -80,8 +84,8 @@ func BenchmarkScrape(b *testing.B) {
 		{"slow-nvml", "testdata/slow-nvml.yaml"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			_, reg := startSimSampler(b, bc.scenario, time.Second)
-			srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+			_, _, h := startSimSampler(b, bc.scenario, time.Second)
+			srv := httptest.NewServer(h)
 			defer srv.Close()
 			client := srv.Client()
 			var bytes int64
@@ -105,9 +109,9 @@ func BenchmarkScrape(b *testing.B) {
 
 // BenchmarkScrapeHandler measures the server side of a scrape alone: the
 // allocations counted are the exporter's, not the HTTP client's.
+// The render itself is measured by BenchmarkContentionRender.
 func BenchmarkScrapeHandler(b *testing.B) {
-	_, reg := startSimSampler(b, "dgx-h100", time.Second)
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	_, _, h := startSimSampler(b, "dgx-h100", time.Second)
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -13,7 +13,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // benchGPU is a mock GPU with many processes, optionally in MIG mode with
@@ -86,7 +85,7 @@ func (g *benchGPU) GpmMigSampleGet(int, nvml.GpmSample) nvml.Return { return nvm
 
 type benchSample struct{ nvml.GpmSample }
 
-func newBenchFleet(b testing.TB, gpus, procsPerGPU int, mig bool) (*Sampler, *prometheus.Registry, *fakeClock) {
+func newBenchFleet(b testing.TB, gpus, procsPerGPU int, mig bool) (*Sampler, *Exposition, *fakeClock) {
 	b.Helper()
 	root := b.TempDir()
 	devs := make([]nvml.Device, gpus)
@@ -134,13 +133,13 @@ func newBenchFleet(b testing.TB, gpus, procsPerGPU int, mig bool) (*Sampler, *pr
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s)
+	live := prometheus.NewRegistry()
+	live.MustRegister(s.Live())
 	for range 2 {
 		cycleAll(s)
 		clock.Advance(time.Second)
 	}
-	return s, reg, clock
+	return s, NewExposition(s, live, ExpositionOptions{Now: clock.Now}), clock
 }
 
 func cpuTime() time.Duration {
@@ -162,8 +161,8 @@ var benchShapes = []struct {
 func BenchmarkContentionScrape(b *testing.B) {
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
-			_, reg, _ := newBenchFleet(b, 8, 64, shape.mig)
-			srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+			_, h, _ := newBenchFleet(b, 8, 64, shape.mig)
+			srv := httptest.NewServer(h)
 			defer srv.Close()
 			client := srv.Client()
 			var bytes int64
@@ -210,14 +209,35 @@ func BenchmarkContentionSamplerCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkContentionRender is the background work behind those scrapes:
+// gathering, encoding and compressing every series once, which the
+// exposition does once per sampler interval while it is being scraped.
+func BenchmarkContentionRender(b *testing.B) {
+	for _, shape := range benchShapes {
+		b.Run(shape.name, func(b *testing.B) {
+			_, h, _ := newBenchFleet(b, 8, 64, shape.mig)
+			b.ReportAllocs()
+			var plain, gz int
+			for b.Loop() {
+				r, err := h.render()
+				if err != nil {
+					b.Fatal(err)
+				}
+				plain, gz = len(r.plain), len(r.gz)
+			}
+			b.ReportMetric(float64(plain), "bytes-plain")
+			b.ReportMetric(float64(gz), "bytes-gzip")
+		})
+	}
+}
+
 // BenchmarkContentionScrapeHandler is the exporter's side of the same
 // scrape alone (no client, no network, no gzip: the request does not ask
 // for it).
 func BenchmarkContentionScrapeHandler(b *testing.B) {
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
-			_, reg, _ := newBenchFleet(b, 8, 64, shape.mig)
-			h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+			_, h, _ := newBenchFleet(b, 8, 64, shape.mig)
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 			durs := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()

@@ -198,16 +198,8 @@ func (s *Sampler) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector. It never calls NVML.
 func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range s.snap.Load().Metrics {
-		ch <- m
-	}
-	if s.xid != nil {
-		for _, m := range s.xid.metrics() {
-			ch <- m
-		}
-	}
-	s.errors.Collect(ch)
-	s.cycleDuration.Collect(ch)
+	snapshotCollector{s}.Collect(ch)
+	liveCollector{s}.Collect(ch)
 }
 
 var (

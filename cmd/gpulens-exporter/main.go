@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -207,7 +206,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		sampler,
+		sampler.Live(),
 		versioncollector.NewCollector("gpulens_exporter"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -219,8 +218,13 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); sampler.Run(ctx) }()
 	defer wg.Wait()
+	// The snapshot and the exporter's own metrics are rendered off the
+	// scrape path; a scrape writes pre-rendered bytes.
+	metrics := collector.NewExposition(sampler, reg, collector.ExpositionOptions{MaxRequestsInFlight: o.maxRequests, Logger: logger})
+	wg.Add(1)
+	go func() { defer wg.Done(); metrics.Run(ctx) }()
 
-	mux, err := newMux(reg, o, logger)
+	mux, err := newMux(metrics, o, logger)
 	if err != nil {
 		return err
 	}
@@ -240,14 +244,9 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	return nil
 }
 
-func newMux(reg *prometheus.Registry, o *options, logger *slog.Logger) (*http.ServeMux, error) {
+func newMux(metrics http.Handler, o *options, logger *slog.Logger) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	mux.Handle(o.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: o.maxRequests,
-		Registry:            reg,
-	}))
+	mux.Handle(o.metricsPath, metrics)
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "Healthy\n")
