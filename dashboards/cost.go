@@ -47,6 +47,13 @@ func cost() (dashboard.Dashboard, error) {
 			{expr: `3600 * target_model:gpulens_loadgen_cost_usd:rate5m{` + selLoad + `}`, legend: "load generator (per hour) " + lgLG},
 		}})
 
+	bd.ts(panel{title: "GPUs reported and up", unit: "none", w: 24, th: steps("green"),
+		desc: "GPUs the exporters report (billed at the hourly price) and how many of them are readable.",
+		qs: []q{
+			{expr: `sum(cluster:gpulens_gpus:count{cluster=~"$cluster"})`, legend: "reported"},
+			{expr: `sum(cluster:gpulens_gpus_up:sum{cluster=~"$cluster"})`, legend: "up"},
+		}})
+
 	bd.row("Idle GPUs by namespace")
 	bd.ts(panel{title: "Idle allocated GPUs by namespace", unit: "none", w: 12, th: steps("green", 1, "orange"),
 		desc: "GPUs allocated to a namespace's pods but under 5% busy over 5 minutes (namespace:gpulens_idle_allocated_gpus:count). An hour of this fires GpulensIdleGPUsBurningMoney.",

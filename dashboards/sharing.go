@@ -36,7 +36,11 @@ func sharing() (dashboard.Dashboard, error) {
 	bd.table(panel{title: "Noisy neighbour per shared GPU", unit: "percentunit", w: 12, th: steps("green", 0.5, "orange"),
 		desc: "On each GPU with two or more active processes, the process with the largest share of the busy time (gpu:gpulens_process_gpu_time_share_ratio:top1): the likely noisy neighbour of the others.",
 		qs:   []q{{expr: `gpu:gpulens_process_gpu_time_share_ratio:top1{` + selGPU + `}`}}}, "uuid", "gpu_instance_id", "compute_instance_id")
-	bd.ts(panel{title: "MIG instance saturation", unit: "percentunit", min: f(0), max: f(1), w: 24,
+	bd.ts(panel{title: "GPU memory by namespace", unit: "bytes", w: 12, th: steps("green"),
+		desc: "GPU memory held by each namespace's processes (namespace:gpulens_process_memory_used_bytes:sum).",
+		qs:   []q{{expr: `namespace:gpulens_process_memory_used_bytes:sum{cluster=~"$cluster",namespace=~"$namespace"}`, legend: "{{namespace}}"}}},
+		stacked)
+	bd.ts(panel{title: "MIG instance saturation", unit: "percentunit", min: f(0), max: f(1), w: 12,
 		th:   steps("green", 0.8, "orange", 0.95, "red"),
 		desc: "How close each MIG instance runs to its own limits: the largest of its SM activity, DRAM bandwidth and memory used share. MIG tenants cannot slow each other; a saturated instance needs a bigger profile.",
 		qs:   []q{{expr: `gpulens_mig_saturation_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}}"}}})
