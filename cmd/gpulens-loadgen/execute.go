@@ -92,7 +92,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p plan) err
 	obs := multiObserver{m, prog}
 	var (
 		doc      = &report.Document{}
-		requests []savedRequest
+		requests []report.Request
 		bestGood = -1.0
 	)
 	m.Start()
@@ -139,12 +139,22 @@ levels:
 					meta.ServerModel = r.Model
 				}
 			}
-			if f.saveRequests != "" {
+			run := report.Run{Name: name, Settings: settings, Summary: sum, Level: level, Repeat: rep}
+			if f.saveRequests != "" || f.embedRequests || s.shard.Count > 1 {
+				recs := make([]report.Request, len(out.Results))
 				for i := range out.Results {
-					requests = append(requests, newSavedRequest(name, level, rep, out.Start, &out.Results[i]))
+					recs[i] = runner.Record(&out.Results[i], out.Start)
+				}
+				if f.embedRequests || s.shard.Count > 1 {
+					run.Requests = recs
+				}
+				if f.saveRequests != "" {
+					for _, r := range recs {
+						r.Run, r.Level, r.Repeat = name, level, rep
+						requests = append(requests, r)
+					}
 				}
 			}
-			run := report.Run{Name: name, Settings: settings, Summary: sum, Level: level, Repeat: rep}
 			doc.Runs = append(doc.Runs, run)
 			reps = append(reps, run)
 			logger.Info("run finished", "run", name, "completed", sum.RequestsCompleted, "failed", sum.RequestsFailed,

@@ -45,6 +45,7 @@ type loadFlags struct {
 	gpus                      int
 	exporterURL               string
 	output, saveRequests, csv string
+	embedRequests             bool
 	progress                  bool
 }
 
@@ -80,6 +81,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("exporter.url", "URL of a gpulens exporter's /metrics: records GPU model, driver, MIG profile, peak VRAM and mean utilisation.").StringVar(&f.exporterURL)
 	cmd.Flag("output", "Write the JSON report to this file.").StringVar(&f.output)
 	cmd.Flag("save-requests", "Write one JSON line per measured request to this file.").StringVar(&f.saveRequests)
+	cmd.Flag("embed-requests", "Embed every measured request's raw record in the JSON report, as `merge` needs (on with --shard).").BoolVar(&f.embedRequests)
 	cmd.Flag("csv", "Write a CSV summary (one row per run) to this file.").StringVar(&f.csv)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	return f

@@ -42,6 +42,7 @@ func runMain(args []string) int {
 		sweepCommand(app),
 		simCommand(app),
 		reportCommand(app),
+		mergeCommand(app),
 	}
 
 	selected, err := app.Parse(args)

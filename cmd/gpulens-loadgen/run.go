@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
@@ -69,47 +68,8 @@ func sweepCommand(app *kingpin.Application) command {
 	}}
 }
 
-// savedRequest is one line of --save-requests: times in seconds after the
-// run start, chunk offsets in seconds after the send.
-type savedRequest struct {
-	Run             string    `json:"run"`
-	Level           float64   `json:"level"`
-	Repeat          int       `json:"repeat"`
-	Index           int       `json:"index"`
-	Intended        float64   `json:"intended_seconds"`
-	Sent            float64   `json:"sent_seconds"`
-	FirstByte       float64   `json:"first_byte_seconds,omitempty"`
-	FirstToken      float64   `json:"first_token_seconds,omitempty"`
-	End             float64   `json:"end_seconds"`
-	Status          int       `json:"status,omitempty"`
-	Error           string    `json:"error_class,omitempty"`
-	Message         string    `json:"error,omitempty"`
-	PromptTokens    int       `json:"prompt_tokens"`
-	OutputTokens    int       `json:"output_tokens"`
-	TokensEstimated bool      `json:"tokens_estimated,omitempty"`
-	UsageMismatch   bool      `json:"usage_mismatch,omitempty"`
-	ChunkOffsets    []float64 `json:"chunk_offsets_seconds,omitempty"`
-	ChunkTokens     []int32   `json:"chunk_tokens,omitempty"`
-}
-
-func newSavedRequest(run string, level float64, rep int, start time.Time, r *client.Result) savedRequest {
-	rel := func(t time.Time) float64 {
-		if t.IsZero() {
-			return 0
-		}
-		return t.Sub(start).Seconds()
-	}
-	s := savedRequest{Run: run, Level: level, Repeat: rep, Index: r.Index, Intended: rel(r.Intended), Sent: rel(r.Sent),
-		FirstByte: rel(r.FirstByte), FirstToken: rel(r.FirstToken), End: rel(r.End), Status: r.Status, Error: r.ErrorClass,
-		Message: r.Err, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, TokensEstimated: r.TokensEstimated,
-		UsageMismatch: r.UsageMismatch, ChunkTokens: r.ChunkTokens}
-	for _, o := range r.ChunkOffsets {
-		s.ChunkOffsets = append(s.ChunkOffsets, float64(o)/1e9)
-	}
-	return s
-}
-
-func writeRequests(path string, reqs []savedRequest) error {
+// writeRequests writes one report.Request per line (--save-requests).
+func writeRequests(path string, reqs []report.Request) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--save-requests: %w", err)

@@ -125,6 +125,44 @@ type Run struct {
 	Level     float64  `json:"level"`
 	Repeat    int      `json:"repeat"`
 	Aggregate bool     `json:"aggregate"`
+	// Requests are the raw per-request records of the run, embedded when
+	// the run was started with --shard or --embed-requests, so that `merge`
+	// can recompute every statistic (exact percentiles included) over the
+	// union of the shards. Absent from aggregate runs.
+	Requests []Request `json:"requests,omitempty"`
+}
+
+// Request is the raw record of one measured request: in a report's
+// Run.Requests and, one JSON object per line, in the --save-requests file.
+// Times are integer nanoseconds after the start of the run (the instant the
+// schedule's offsets count from), so that records round-trip exactly;
+// ChunkOffsetsNanos are nanoseconds after the actual send, one per chunk
+// that carried generated text, and ChunkTokens the output tokens each
+// carried. A zero FirstByteNanos or FirstTokenNanos means it never came.
+type Request struct {
+	// Run, Level and Repeat name the run; set in --save-requests lines only.
+	Run    string  `json:"run,omitempty"`
+	Level  float64 `json:"level,omitempty"`
+	Repeat int     `json:"repeat,omitempty"`
+
+	Index           int    `json:"index"`
+	IntendedNanos   int64  `json:"intended_ns"`
+	SentNanos       int64  `json:"sent_ns"`
+	FirstByteNanos  int64  `json:"first_byte_ns,omitempty"`
+	FirstTokenNanos int64  `json:"first_token_ns,omitempty"`
+	EndNanos        int64  `json:"end_ns"`
+	Status          int    `json:"status,omitempty"`
+	ErrorClass      string `json:"error_class,omitempty"`
+	Error           string `json:"error,omitempty"`
+	Model           string `json:"model,omitempty"`
+
+	PromptTokens    int  `json:"prompt_tokens"`
+	OutputTokens    int  `json:"output_tokens"`
+	TokensEstimated bool `json:"tokens_estimated,omitempty"`
+	UsageMismatch   bool `json:"usage_mismatch,omitempty"`
+
+	ChunkOffsetsNanos []int64 `json:"chunk_offsets_ns,omitempty"`
+	ChunkTokens       []int32 `json:"chunk_tokens,omitempty"`
 }
 
 // Settings are every knob that shaped a run.

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/merge"
+	"github.com/gpulens/gpulens/loadgen/output"
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// mergeCommand is `gpulens-loadgen merge OUT.json IN1.json IN2.json …`.
+func mergeCommand(app *kingpin.Application) command {
+	cmd := app.Command("merge", "Combine the JSON reports of workers that ran --shard i/N of one schedule into one report with exact percentiles.")
+	out := cmd.Arg("output", "Merged JSON report to write.").Required().String()
+	inputs := cmd.Arg("inputs", "Shard reports (written with --shard, which embeds per-request records).").Required().Strings()
+	csv := cmd.Flag("csv", "Also write a CSV summary (one row per run) to this file.").String()
+	return command{clause: cmd, run: func(_ context.Context, logger *slog.Logger) error {
+		return runMerge(*out, *inputs, *csv, logger)
+	}}
+}
+
+func runMerge(out string, inputs []string, csv string, logger *slog.Logger) error {
+	if slices.Contains(inputs, out) {
+		return fmt.Errorf("merge: output %s is also an input", out)
+	}
+	if len(inputs) < 1 {
+		return fmt.Errorf("merge: no input reports")
+	}
+	var in []merge.Input
+	for _, path := range inputs {
+		d, err := report.Read(path)
+		if err != nil {
+			return err
+		}
+		in = append(in, merge.Input{Name: path, Doc: d})
+	}
+	doc, err := merge.Merge(in)
+	if err != nil {
+		return err
+	}
+	if err := doc.Write(out); err != nil {
+		return err
+	}
+	if csv != "" {
+		if err := output.WriteCSVFile(csv, doc); err != nil {
+			return err
+		}
+	}
+	for _, w := range doc.Metadata.Warnings {
+		logger.Warn("merged report", "warning", w)
+	}
+	logger.Info("merged report written", "output", out, "inputs", len(inputs), "shards", doc.Metadata.Shards, "runs", len(doc.Runs))
+	output.WriteTable(os.Stdout, doc)
+	return nil
+}

@@ -1,0 +1,185 @@
+package merge
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/schedule"
+)
+
+// synth returns the result request k of the schedule would get from a
+// deterministic server: latencies depend only on k, every 17th request
+// fails with HTTP 500, every 29th with a timeout.
+func synth(k int, start time.Time, off time.Duration) client.Result {
+	intended := start.Add(off)
+	lag := time.Duration(k%5) * 300 * time.Microsecond
+	r := client.Result{Index: k, Intended: intended, Sent: intended.Add(lag), Model: "m", PromptTokens: 100 + k%13}
+	r.FirstByte = r.Sent.Add(2 * time.Millisecond)
+	switch {
+	case k%17 == 0:
+		r.Status, r.ErrorClass, r.Err = 500, report.ErrHTTP5xx, "HTTP 500: injected"
+		r.End = r.FirstByte
+		return r
+	case k%29 == 0:
+		r.ErrorClass, r.Err = report.ErrTimeout, "no complete answer within --timeout 1s"
+		r.End = r.Sent.Add(time.Second)
+		return r
+	}
+	r.Status = 200
+	ttft := 20*time.Millisecond + time.Duration(k*7919%50)*time.Millisecond + time.Duration(k*31%1000)*time.Microsecond
+	r.FirstToken = r.Sent.Add(ttft)
+	chunks := 3 + k%6
+	at := ttft
+	for c := 0; c < chunks; c++ {
+		if c > 0 {
+			at += time.Duration(5+k*c%11) * time.Millisecond
+		}
+		r.ChunkOffsets = append(r.ChunkOffsets, int64(at))
+		r.ChunkTokens = append(r.ChunkTokens, int32(1+c%3))
+		r.OutputTokens += 1 + c%3
+	}
+	r.End = r.Sent.Add(at + time.Millisecond)
+	return r
+}
+
+// TestShardsMergeToOneProcess splits one seeded Poisson schedule of 1,000
+// requests over 4 shards (each starting at its own moment), writes each
+// shard's report to disk, merges them, and checks that the merged summary
+// is exactly the one a single process gets for the whole schedule.
+func TestShardsMergeToOneProcess(t *testing.T) {
+	const (
+		n      = 1000
+		shards = 4
+		rate   = 40.0
+	)
+	sc := schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: 42}
+	offsets := schedule.Generate(sc, n, 0)
+	settings := report.Settings{Mode: runner.Open, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
+		Endpoint: "chat", Model: "m", Seed: 42, SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
+		Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
+	sumCfg := func(start time.Time) runner.SummaryConfig {
+		return runner.SummaryConfig{SLO: settings.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate, MeasureStart: start}
+	}
+
+	// One process.
+	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	var all []client.Result
+	for k, off := range offsets {
+		all = append(all, synth(k, start, off))
+	}
+	want := runner.Summarize(all, sumCfg(start))
+
+	// Four shards, each with its own start and report file.
+	dir := t.TempDir()
+	var in []Input
+	for i := 0; i < shards; i++ {
+		sh := schedule.Shard{Index: i, Count: shards}
+		st := start.Add(time.Duration(i)*137*time.Millisecond + 3*time.Hour)
+		var res []client.Result
+		for k, off := range offsets {
+			if sh.Owns(k) {
+				res = append(res, synth(k, st, off))
+			}
+		}
+		set := settings
+		set.Shard = sh.String()
+		run := report.Run{Name: fmt.Sprintf("rate=%g", rate), Settings: set, Summary: runner.Summarize(res, sumCfg(st)), Level: rate, Repeat: 1}
+		run.Summary.MaxInFlight = 3
+		for j := range res {
+			run.Requests = append(run.Requests, runner.Record(&res[j], st))
+		}
+		doc := &report.Document{Metadata: report.Metadata{Command: "run", Model: "m", Endpoint: "chat", Seed: 42, Started: st,
+			Finished: st.Add(time.Minute), Shards: []string{sh.String()}}, Runs: []report.Run{run}}
+		path := filepath.Join(dir, fmt.Sprintf("shard%d.json", i))
+		if err := doc.Write(path); err != nil {
+			t.Fatal(err)
+		}
+		d, err := report.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, Input{Name: path, Doc: d})
+	}
+	// Input order does not matter.
+	in[0], in[3] = in[3], in[0]
+	got, err := Merge(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(got.Runs))
+	}
+	m := got.Runs[0]
+	if m.Summary.RequestsCompleted+m.Summary.RequestsFailed != n || m.Summary.RequestsCompleted != want.RequestsCompleted {
+		t.Fatalf("merged %d completed %d failed, want %d %d", m.Summary.RequestsCompleted, m.Summary.RequestsFailed, want.RequestsCompleted, want.RequestsFailed)
+	}
+	if m.Summary.TTFT.P99 != want.TTFT.P99 || m.Summary.ITL.P50 != want.ITL.P50 || m.Summary.E2E.P90 != want.E2E.P90 {
+		t.Errorf("merged TTFT p99 %v ITL p50 %v E2E p90 %v, want %v %v %v", m.Summary.TTFT.P99, m.Summary.ITL.P50, m.Summary.E2E.P90,
+			want.TTFT.P99, want.ITL.P50, want.E2E.P90)
+	}
+	want.MaxInFlight = shards * 3 // an upper bound: the sum of the shards' maxima
+	if !reflect.DeepEqual(m.Summary, want) {
+		t.Errorf("merged summary differs from one process:\n got %+v\nwant %+v", m.Summary, want)
+	}
+	if m.Settings.Shard != "" || m.Settings.Rate != rate || m.Name != "rate=40" || m.Requests != nil {
+		t.Errorf("merged run %q settings %+v, %d records", m.Name, m.Settings, len(m.Requests))
+	}
+	md := got.Metadata
+	if md.Command != "merge" || strings.Join(md.Shards, ",") != "0/4,1/4,2/4,3/4" || !md.Started.Equal(start.Add(3*time.Hour)) ||
+		!md.Finished.Equal(start.Add(3*time.Hour+3*137*time.Millisecond+time.Minute)) || len(md.Warnings) != 0 {
+		t.Errorf("metadata = %+v", md)
+	}
+	// Sanity of the synthetic data: failures of both classes are in it.
+	if want.Errors[report.ErrHTTP5xx] == 0 || want.Errors[report.ErrTimeout] == 0 || want.ITL.Count == 0 || want.GoodRequests == 0 {
+		t.Fatalf("synthetic schedule too easy: %+v", want)
+	}
+
+	// Three of four shards: merged with a warning naming the missing one.
+	part, err := Merge(in[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := part.Metadata.Warnings; len(w) != 1 || !strings.Contains(w[0], "shards [0] missing") {
+		t.Errorf("warnings = %q", w)
+	}
+}
+
+func TestMergeRejects(t *testing.T) {
+	run := func(shard string, recs []report.Request, seed int64) *report.Document {
+		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: seed, Model: "m"}, Runs: []report.Run{{
+			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 1, Shard: shard, Seed: seed},
+			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
+	}
+	rec := []report.Request{{Index: 0, SentNanos: 1, EndNanos: 2}}
+	noRecs := run("0/2", nil, 1)
+	noRecs.Runs[0].Summary.RequestsCompleted = 5
+	for _, tc := range []struct {
+		name string
+		in   []Input
+		want string
+	}{
+		{"none", nil, "no input reports"},
+		{"no records", []Input{{"a.json", noRecs}}, "a.json: run \"rate=1\" has no per-request records"},
+		{"duplicate shard", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("0/2", rec, 1)}}, "b.json: shard 0/2 also in a.json"},
+		{"shard counts", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
+		{"seeds", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/2", rec, 2)}}, "b.json: seed 2"},
+		{"merged input", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: already a merged report"},
+	} {
+		if _, err := Merge(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	a, b := run("0/2", rec, 1), run("1/2", rec, 1)
+	b.Runs[0].Settings.Rate = 2
+	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}); err == nil || !strings.Contains(err.Error(), "settings differ") {
+		t.Errorf("different rates: %v", err)
+	}
+}
