@@ -120,7 +120,8 @@ levels:
 				rcfg.Schedule = schedule.Config{Rate: level, Arrival: f.arrival, Burstiness: f.burstiness, RampUp: f.rampUp, Seed: f.seed}
 				settings.Rate, settings.Arrival, settings.Burstiness, settings.MaxConcurrency = level, f.arrival, f.burstiness, f.maxConcurrency
 				name = fmt.Sprintf("rate=%g", level)
-				target = level
+				// A shard sends its 1/N of the schedule.
+				target = level / float64(s.shard.Count)
 			}
 			if p.repeats > 1 {
 				name += fmt.Sprintf(" repeat=%d", rep)

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/simserver"
+)
+
+// TestShardsAgainstSimMergeAndReport is the CLI path end to end: four
+// workers run --shard i/4 of one open-loop schedule against an in-process
+// fixed-delay simulator, their reports match the injected delays, `merge`
+// combines them, and `report --html` renders the merged report.
+func TestShardsAgainstSimMergeAndReport(t *testing.T) {
+	const (
+		ttft   = 30 * time.Millisecond
+		itl    = 4 * time.Millisecond
+		slack  = 50 * time.Millisecond // a loaded 2-core machine under -race
+		shards = 4
+		perRun = 10
+	)
+	logger := slog.New(slog.DiscardHandler)
+	sim, err := simserver.New(simserver.Config{FixedTTFT: ttft, FixedITL: itl, TokensPerChunk: 1, RoleChunk: true, Seed: 1}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sim.Run(ctx)
+	defer sim.Close()
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+
+	dir := t.TempDir()
+	paths := make([]string, shards)
+	errs := make([]error, shards)
+	var wg sync.WaitGroup
+	for i := 0; i < shards; i++ {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("shard%d.json", i))
+		app := kingpin.New("t", "")
+		c := runCommand(app)
+		_, err := app.Parse([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", srv.URL + "/v1", "--model", simserver.DefaultModel,
+			"--rate", "50", "--arrival", "constant", "--requests", fmt.Sprint(perRun), "--shard", fmt.Sprintf("%d/%d", i, shards),
+			"--input-tokens", "fixed:16", "--output-tokens", "fixed:8", "--ignore-eos", "--seed", "9", "--cost.gpu-hourly-usd", "3.6",
+			"--output", paths[i], "--no-progress"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.run(ctx, logger)
+		}()
+	}
+	wg.Wait()
+	var maxTTFT float64
+	for i, p := range paths {
+		if errs[i] != nil {
+			t.Fatalf("shard %d: %v", i, errs[i])
+		}
+		d, err := report.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := d.Runs[0]
+		s := r.Summary
+		if s.RequestsCompleted != perRun || s.RequestsFailed != 0 || len(r.Requests) != perRun || r.Settings.Shard != fmt.Sprintf("%d/%d", i, shards) {
+			t.Fatalf("shard %d: completed %d failed %d, %d records, shard %q", i, s.RequestsCompleted, s.RequestsFailed, len(r.Requests), r.Settings.Shard)
+		}
+		for _, rec := range r.Requests {
+			if rec.Index%shards != i {
+				t.Errorf("shard %d ran request %d", i, rec.Index)
+			}
+		}
+		// The simulator's delays: TTFT from the actual send is at least the
+		// injected 30 ms; ITL per token ≈ 4 ms; 8 tokens each, counted by
+		// the server.
+		if s.TTFTFromSend.P50 < ttft.Seconds() || s.TTFTFromSend.P50 > (ttft+slack).Seconds() {
+			t.Errorf("shard %d: TTFT p50 %v, want in [%v, %v]", i, s.TTFTFromSend.P50, ttft, ttft+slack)
+		}
+		if s.ITL.P50 < (itl/2).Seconds() || s.ITL.P50 > (itl+slack/2).Seconds() || s.ITL.Count != perRun*7 {
+			t.Errorf("shard %d: ITL p50 %v over %d gaps, want ≈ %v over %d", i, s.ITL.P50, s.ITL.Count, itl, perRun*7)
+		}
+		if s.OutputTokensTotal != perRun*8 || s.TokensEstimated {
+			t.Errorf("shard %d: %d output tokens (estimated %v), want %d", i, s.OutputTokensTotal, s.TokensEstimated, perRun*8)
+		}
+		if s.TargetRatePerSecond != 50.0/shards || r.Settings.Rate != 50 {
+			t.Errorf("shard %d: target rate %v, settings rate %v, want 12.5 and 50", i, s.TargetRatePerSecond, r.Settings.Rate)
+		}
+		maxTTFT = max(maxTTFT, s.TTFT.Max)
+	}
+
+	merged := filepath.Join(dir, "merged.json")
+	if err := runMerge(merged, paths, filepath.Join(dir, "merged.csv"), logger); err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.Read(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Runs) != 1 || d.Metadata.Command != "merge" || strings.Join(d.Metadata.Shards, ",") != "0/4,1/4,2/4,3/4" {
+		t.Fatalf("merged: %d runs, metadata %+v", len(d.Runs), d.Metadata)
+	}
+	s := d.Runs[0].Summary
+	// The maximum of the union is the maximum of the parts: exact.
+	if s.RequestsCompleted != shards*perRun || s.TTFT.Max != maxTTFT || s.ITL.Count != shards*perRun*7 || s.Cost.TotalUSD <= 0 ||
+		s.TargetRatePerSecond != 50 {
+		t.Errorf("merged: completed %d TTFT max %v (want %v) ITL count %d cost %v target %v", s.RequestsCompleted, s.TTFT.Max, maxTTFT,
+			s.ITL.Count, s.Cost.TotalUSD, s.TargetRatePerSecond)
+	}
+	if err := runMerge(merged, []string{merged}, "", logger); err == nil || !strings.Contains(err.Error(), "also an input") {
+		t.Errorf("merging into an input: %v", err)
+	}
+
+	html := filepath.Join(dir, "merged.html")
+	app := kingpin.New("t", "")
+	c := reportCommand(app)
+	if _, err := app.Parse([]string{"report", merged, "--html", html}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.run(ctx, logger); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "<title>gpulens load report: "+simserver.DefaultModel+"</title>") || !strings.Contains(string(b), `data-chart="latency-ttft"`) {
+		t.Errorf("HTML report:\n%.600s", b)
+	}
+}
