@@ -25,6 +25,8 @@ type SimTimestamps struct {
 	ArrivalUnixNano    int64   `json:"arrival_unix_nano"`
 	FirstTokenUnixNano int64   `json:"first_token_unix_nano"`
 	TokenUnixNanos     []int64 `json:"token_unix_nanos"`
+	// ChunkUnixNanos are when the server wrote each content chunk.
+	ChunkUnixNanos []int64 `json:"chunk_unix_nanos,omitempty"`
 }
 
 type chunkDelta struct {

@@ -171,21 +171,7 @@ func (m *Metrics) Finished(r *client.Result, warmup bool) {
 			m.tpot.Observe((e2e - ttft) / float64(r.OutputTokens-1))
 		}
 	}
-	prev := int64(-1)
-	for i, off := range r.ChunkOffsets {
-		k := int32(1)
-		if i < len(r.ChunkTokens) {
-			k = r.ChunkTokens[i]
-		}
-		if k <= 0 {
-			continue
-		}
-		if prev >= 0 {
-			g := float64(off-prev) / 1e9 / float64(k)
-			for j := int32(0); j < k; j++ {
-				m.itl.Observe(g)
-			}
-		}
-		prev = off
+	for g := range r.InterTokenLatencies() {
+		m.itl.Observe(g)
 	}
 }

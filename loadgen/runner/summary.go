@@ -142,26 +142,11 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 	return s
 }
 
-// appendITL adds the token-level inter-token latencies of r: a chunk that
-// carries k tokens Δ after the previous token-carrying chunk contributes k
-// gaps of Δ/k. The first chunk's tokens are covered by TTFT.
+// appendITL adds the token-level inter-token latencies of r
+// (client.Result.InterTokenLatencies).
 func appendITL(dst []float64, r *client.Result) []float64 {
-	prev := int64(-1)
-	for i, off := range r.ChunkOffsets {
-		k := int32(1)
-		if i < len(r.ChunkTokens) {
-			k = r.ChunkTokens[i]
-		}
-		if k <= 0 {
-			continue
-		}
-		if prev >= 0 {
-			g := float64(off-prev) / 1e9 / float64(k)
-			for j := int32(0); j < k; j++ {
-				dst = append(dst, g)
-			}
-		}
-		prev = off
+	for g := range r.InterTokenLatencies() {
+		dst = append(dst, g)
 	}
 	return dst
 }
