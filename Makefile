@@ -22,7 +22,7 @@ export DEMO_SCENARIO ?= dgx-h100
 export DEMO_RATE ?= 8
 export DEMO_GPU_HOURLY_USD ?= 2.50
 
-.PHONY: all build test vet unit check-metrics demo bench gpu-smoke fmt clean
+.PHONY: all build test vet unit check-metrics check-rules dashboards demo bench gpu-smoke fmt clean
 
 all: build
 
@@ -33,14 +33,24 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-unit:
-	$(GO) test -race -count=1 ./...
+# The alerts tests scrape the built binaries (GPULENS_BIN) instead of
+# building their own.
+unit: build
+	GPULENS_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 ./...
 
 # Lints a live scrape of the simulated exporter with the pinned promtool.
 check-metrics: build
 	@bash scripts/check-metrics.sh $(BIN)/gpulens-exporter
 
-test: vet unit check-metrics
+# promtool check rules + promtool test rules on alerts/.
+check-rules:
+	@bash scripts/check-rules.sh
+
+# Regenerates dashboards/*.json from the Go code in dashboards/.
+dashboards:
+	$(GO) run ./dashboards/gen -out dashboards
+
+test: vet unit check-metrics check-rules
 
 demo: build
 	@bash scripts/demo.sh $(BIN)
