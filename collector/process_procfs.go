@@ -83,6 +83,7 @@ func (c *procCache) read(pid uint32) *procInfo {
 	e := &procInfo{}
 	if c.attr != nil {
 		e.attr = c.attr.Attribute(pid)
+		e.name, e.cmdline, e.user = e.attr.ProcessName, e.attr.Cmdline, e.attr.User
 	}
 	if !c.fsOK {
 		return e

@@ -61,6 +61,9 @@ type Attribution struct {
 	Pod         string
 	Container   string
 	JobID       string
+	// ProcessName, Cmdline and User are used when procfs cannot tell them
+	// (a simulated fleet's processes are not this host's).
+	ProcessName, Cmdline, User string
 }
 
 // AllocationSource lists the pod containers a device is allocated to, by

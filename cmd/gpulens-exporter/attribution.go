@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/cgroup"
+	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/podresources"
 )
 
@@ -50,15 +51,18 @@ func (f *attributionFlags) validate() error {
 }
 
 // setupAttribution builds the process options: procfs and cgroup
-// attribution (off under simulation: simulated pids are not this host's),
-// and the pod-resources client refreshed every interval in the background.
+// attribution, and the pod-resources client refreshed every interval in the
+// background. Under simulation (fleet not nil) the simulated tenants stand in
+// for procfs, cgroups and the kubelet: simulated pids are not this host's.
 // stop ends the refresh and closes the connection.
-func setupAttribution(ctx context.Context, f attributionFlags, interval time.Duration, simulated bool, logger *slog.Logger) (opts collector.ProcessOptions, stop func()) {
+func setupAttribution(ctx context.Context, f attributionFlags, interval time.Duration, fleet *gpusim.Fleet, logger *slog.Logger) (opts collector.ProcessOptions, stop func()) {
 	opts = collector.ProcessOptions{ProcRoot: f.procfs, MaxPerGPU: f.maxPerGPU}
 	stop = func() {}
-	if simulated {
+	if fleet != nil {
 		opts.ProcRoot = os.DevNull // not a directory: procfs reads are off
-		logger.Info("simulated GPUs: process names, cgroups and pods are not read")
+		opts.Attributor = simAttributor{fleet}
+		opts.Allocations = simAllocations{fleet}
+		logger.Info("simulated GPUs: process names and pods come from the scenario's tenants, not from procfs or the kubelet")
 		return opts, stop
 	}
 	opts.Attributor = &cgroupAttributor{procRoot: f.procfs, logs: f.containerLogs, logger: logger}

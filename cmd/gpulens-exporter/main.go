@@ -146,26 +146,26 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 // openLibrary returns the NVML library to read: the real one, or a
-// simulated fleet.
-func openLibrary(o *options, logger *slog.Logger) (nvml.Interface, error) {
+// simulated fleet (then fleet is not nil).
+func openLibrary(o *options, logger *slog.Logger) (lib nvml.Interface, fleet *gpusim.Fleet, err error) {
 	if o.simScenario == "" {
-		return nvml.New(), nil
+		return nvml.New(), nil, nil
 	}
 	sc, err := gpusim.Load(o.simScenario)
 	if err != nil {
-		return nil, fmt.Errorf("--sim.scenario: %w", err)
+		return nil, nil, fmt.Errorf("--sim.scenario: %w", err)
 	}
-	fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
+	fleet, err = gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
+		return nil, nil, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
 	}
 	logger.Warn("SIMULATED GPUs: no real NVML is read; every GPU is labelled simulated=\"true\"", "scenario", sc.Name, "seed", o.simSeed)
-	return fleet.Interface(), nil
+	return fleet.Interface(), fleet, nil
 }
 
 func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	logger.Info("starting gpulens-exporter", "version", version.Info(), "build_context", version.BuildContext())
-	lib, err := openLibrary(o, logger)
+	lib, fleet, err := openLibrary(o, logger)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	}
 	logger.Info("enabled collectors", "collectors", joinNames(names))
 
-	procOpts, stopAttribution := setupAttribution(ctx, o.attribution, o.interval, o.simScenario != "", logger)
+	procOpts, stopAttribution := setupAttribution(ctx, o.attribution, o.interval, fleet, logger)
 	defer stopAttribution()
 	sampler, err := collector.NewSampler(lib, enabled, *o.xid, collector.Config{
 		Interval: o.interval, DeviceTimeout: o.deviceTimeout, Simulated: o.simScenario != "", Logger: logger,

@@ -341,3 +341,37 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulatedTenantsCarryPods checks that a simulated fleet's tenants stand
+// in for procfs and the kubelet: processes get names and pods, and GPUs
+// their pod allocations.
+func TestSimulatedTenantsCarryPods(t *testing.T) {
+	addr := startExporter(t, "--sim.scenario=noisy-neighbour", "--sampler.interval=100ms")
+	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for fams["gpulens_process_memory_used_bytes"] == nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		fams = scrape(t, http.DefaultClient, "http://"+addr+"/metrics")
+	}
+	found := false
+	for _, s := range fams["gpulens_process_memory_used_bytes"].series {
+		if s.labels["pid"] == "4242" {
+			found = true
+			if s.labels["namespace"] != "serving" || s.labels["pod"] != "vllm-llama-0" || s.labels["container"] != "vllm" || s.labels["process_name"] != "python3" {
+				t.Errorf("simulated vLLM process labels: %v", s.labels)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("simulated vLLM process (pid 4242) not exported")
+	}
+	alloc := false
+	for _, s := range fams["gpulens_gpu_allocation_info"].series {
+		if s.labels["pod"] == "vllm-llama-0" && s.labels["gpu"] == "0" {
+			alloc = true
+		}
+	}
+	if !alloc {
+		t.Errorf("no gpulens_gpu_allocation_info for the simulated vLLM pod on GPU 0")
+	}
+}
