@@ -22,7 +22,7 @@ export DEMO_SCENARIO ?= dgx-h100
 export DEMO_RATE ?= 8
 export DEMO_GPU_HOURLY_USD ?= 2.50
 
-.PHONY: all build test vet unit check-metrics check-rules dashboards demo bench gpu-smoke fmt clean
+.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards demo bench gpu-smoke fmt clean
 
 all: build
 
@@ -35,8 +35,13 @@ vet:
 
 # The alerts tests scrape the built binaries (GPULENS_BIN) instead of
 # building their own.
-unit: build
-	GPULENS_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 ./...
+# The HTML report is checked in headless Chromium (Debian's package,
+# installed when missing).
+unit: build ensure-chromium
+	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 ./...
+
+ensure-chromium:
+	@bash scripts/ensure-chromium.sh
 
 # Lints a live scrape of the simulated exporter with the pinned promtool.
 check-metrics: build
