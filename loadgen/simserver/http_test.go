@@ -282,6 +282,15 @@ func TestBatchingITL(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatal(errors.Join(errs...))
 		}
+		// Causal bound, true on any machine: the engine never runs ahead
+		// of its model, so 36 gaps take at least 360 ms (less the
+		// lateness of the first one seen, bounded here by 36 ms).
+		if m := mean(all); m < 9 {
+			t.Fatalf("mean ITL %.3f ms is faster than the 10 ms step", m)
+		}
+		if raceEnabled {
+			return nil // the race detector's slowdown makes tight bounds meaningless
+		}
 		// The median is robust to short scheduling hiccups; that the
 		// schedule itself does not drift is checked to the nanosecond by
 		// TestEngineSchedules.
@@ -317,7 +326,17 @@ func TestFixedModeTokenChunks(t *testing.T) {
 				chunkGaps = append(chunkGaps, float64(times[a].Sub(times[a-3]))/float64(time.Millisecond))
 			}
 		}
-		if ttft := times[0].Sub(start); ttft < 30*time.Millisecond || ttft > 36*time.Millisecond {
+		// Causal bound, true on any machine: no token comes before its
+		// schedule (arrival + 30 ms + 5 ms per token).
+		for i, tm := range times {
+			if due := 30*time.Millisecond + time.Duration(i)*5*time.Millisecond; tm.Sub(start) < due {
+				t.Fatalf("token %d came %v after the request, before its schedule %v", i, tm.Sub(start), due)
+			}
+		}
+		if raceEnabled {
+			return nil // the race detector's slowdown makes tight bounds meaningless
+		}
+		if ttft := times[0].Sub(start); ttft > 36*time.Millisecond {
 			return fmt.Errorf("TTFT %v, want 30ms (+ at most 6ms of scheduling)", ttft)
 		}
 		slices.Sort(chunkGaps)
@@ -368,15 +387,20 @@ func TestQueueFull(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("first stream: %v, ends %q", err, rest[max(0, len(rest)-30):])
 	}
-	firstDone := time.Now()
 	b2, err := io.ReadAll(r2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	si := lastSim(t, b2)
-	wait := time.Unix(0, si.FirstTokenUnixNano).Sub(firstDone)
-	if wait < 5*time.Millisecond {
-		t.Errorf("queued request's first token came %v after the first request ended; want ≈ TTFT 10ms", wait)
+	// Server-side times: the queued request was admitted when the first
+	// one finished, and its first token came TTFT = 10 ms later.
+	firstSim := lastSim(t, []byte(strings.TrimPrefix(string(rest), "\n")))
+	secondSim := lastSim(t, b2)
+	firstEnd := firstSim.TokenUnixNanos[len(firstSim.TokenUnixNanos)-1]
+	if wait := time.Duration(secondSim.FirstTokenUnixNano - firstEnd); wait < 10*time.Millisecond {
+		t.Errorf("queued request's first token came %v after the first request's last token; want ≥ TTFT 10ms", wait)
+	}
+	if secondSim.ArrivalUnixNano >= firstEnd {
+		t.Errorf("second request arrived after the first ended: it was never queued")
 	}
 	if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "queue_full"); got != 1 {
 		t.Errorf("queue_full faults = %v, want 1", got)
@@ -463,8 +487,8 @@ func TestFaults(t *testing.T) {
 		biggest := slices.Max(append(gaps(times), float64(times[0].Sub(start))/float64(time.Millisecond)))
 		// Scheduled: TTFT 2 + 9 gaps × 2 + stall 150 = 170 ms. The client
 		// sees the gap around the stall shortened by however late it saw
-		// the token before it.
-		if e2e < 165*time.Millisecond || biggest < 140 {
+		// the token before it (tens of ms on a loaded machine).
+		if e2e < 165*time.Millisecond || biggest < 100 {
 			t.Errorf("E2E %v, largest gap %.1f ms; want one stall of 150 ms", e2e, biggest)
 		}
 	})

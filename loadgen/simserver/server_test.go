@@ -171,8 +171,8 @@ func TestStreamFramingExact(t *testing.T) {
 				t.Errorf("body mismatch\n got: %s\nwant: %s", body, want)
 			}
 			// The timestamps are real: TTFT 2 ms, then 1 ms per token.
-			if got := time.Duration(si.FirstTokenUnixNano - arrival); got < 2*time.Millisecond || got > 20*time.Millisecond {
-				t.Errorf("server TTFT %v, want ≈ 2ms", got)
+			if got := time.Duration(si.FirstTokenUnixNano - arrival); got < 2*time.Millisecond || (!raceEnabled && got > 50*time.Millisecond) {
+				t.Errorf("server TTFT %v, want ≈ 2ms (never less)", got)
 			}
 			for i := 1; i < len(si.TokenUnixNanos); i++ {
 				if si.TokenUnixNanos[i] < si.TokenUnixNanos[i-1] {
