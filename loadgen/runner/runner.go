@@ -6,7 +6,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,8 +289,9 @@ func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *co
 	wg.Wait()
 }
 
-// sleepUntil waits until t: a timer to about a millisecond before, then
-// yielding spins. It returns false if ctx ends first.
+// sleepUntil waits until t: a Go timer to about a millisecond before
+// (Go's timers fire on the network poller's millisecond tick), then
+// shortWait for the rest. It returns false if ctx ends first.
 func sleepUntil(ctx context.Context, t time.Time, now func() time.Time) bool {
 	for {
 		if ctx.Err() != nil {
@@ -311,6 +311,6 @@ func sleepUntil(ctx context.Context, t time.Time, now func() time.Time) bool {
 			}
 			continue
 		}
-		runtime.Gosched()
+		shortWait(d)
 	}
 }

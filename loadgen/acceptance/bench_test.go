@@ -1,0 +1,447 @@
+package acceptance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/simserver"
+	"github.com/gpulens/gpulens/loadgen/stats"
+	"github.com/gpulens/gpulens/loadgen/workload"
+)
+
+// simEnv carries the simulator configuration (JSON) to the helper process.
+const simEnv = "GPULENS_ACCEPTANCE_SIM"
+
+// TestMain runs the simulator when the test binary is started as the
+// helper process: the load generator and the server it measures must not
+// share a Go runtime (or its RSS and CPU accounting).
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(simEnv); cfg != "" {
+		os.Exit(serveSim(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+// serveSim serves the simulator on 127.0.0.1, prints its address on stdout
+// and exits when stdin closes.
+func serveSim(js string) int {
+	var cfg simserver.Config
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "sim config:", err)
+		return 2
+	}
+	sim, err := simserver.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go sim.Run(ctx)
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	fmt.Println(ln.Addr().String())
+	io.Copy(io.Discard, os.Stdin)
+	cancel()
+	sim.Close()
+	srv.Close()
+	return 0
+}
+
+// startSim starts the simulator helper process and returns its /v1 URL.
+func startSim(b *testing.B, cfg simserver.Config) string {
+	b.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), simEnv+"="+string(js))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("simulator helper: %v", err)
+	}
+	return "http://" + strings.TrimSpace(addr) + "/v1"
+}
+
+func newWorkload(outTokens int) *workload.Workload {
+	in, _ := workload.ParseLength("--input-tokens", "fixed:64")
+	out, _ := workload.ParseLength("--output-tokens", "fixed:"+strconv.Itoa(outTokens))
+	return workload.New(workload.Config{Seed: 1, Input: in, Output: out, IgnoreEOS: true})
+}
+
+func newClient(b *testing.B, url string, conns int) *client.Client {
+	b.Helper()
+	cl, err := client.New(client.Config{BaseURL: url, Endpoint: client.EndpointChat, Model: simserver.DefaultModel,
+		Timeout: 2 * time.Minute, MaxConns: conns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+// cpuTime is this process's CPU time (user + system, GC included).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssBytes is this process's resident set size.
+func rssBytes() float64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseFloat(f[1], 64)
+	return pages * float64(os.Getpagesize())
+}
+
+// peakRSS samples the RSS every 50 ms until stop is called and returns the
+// largest value seen.
+func peakRSS() (stop func() float64) {
+	var (
+		mu   sync.Mutex
+		peak = rssBytes()
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				v := rssBytes()
+				mu.Lock()
+				peak = max(peak, v)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		wg.Wait()
+		return max(peak, rssBytes())
+	}
+}
+
+// accuracy compares what the client measured with the simulator's own
+// timestamps (one token per chunk): the TTFT error of each request is
+// (client first token − send) − (server wrote the first chunk − arrival);
+// the ITL error compares the client's token-level ITL distribution with the
+// server's gaps between writing consecutive chunks. Milliseconds.
+type accuracy struct {
+	ttftErr           []float64
+	clientITL, srvITL []float64
+	collapsed         int // client ITL values under 10 % of the injected ITL
+	tokens, failed    int
+}
+
+func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration) {
+	b.Helper()
+	for i := range results {
+		r := &results[i]
+		if !r.OK() {
+			a.failed++
+			continue
+		}
+		a.tokens += r.OutputTokens
+		if r.Sim == nil || len(r.Sim.ChunkUnixNanos) == 0 || len(r.ChunkOffsets) == 0 {
+			b.Fatalf("request %d: %d chunks, server timestamps %+v", r.Index, len(r.ChunkOffsets), r.Sim)
+		}
+		srv := r.Sim.ChunkUnixNanos
+		cli := float64(r.FirstToken.Sub(r.Sent)) / 1e6
+		a.ttftErr = append(a.ttftErr, cli-float64(srv[0]-r.Sim.ArrivalUnixNano)/1e6)
+		for j := 1; j < len(srv); j++ {
+			a.srvITL = append(a.srvITL, float64(srv[j]-srv[j-1])/1e6)
+		}
+		for g := range r.InterTokenLatencies() {
+			a.clientITL = append(a.clientITL, g*1e3)
+			if g < itl.Seconds()/10 {
+				a.collapsed++
+			}
+		}
+	}
+}
+
+func (a *accuracy) report(b *testing.B, cpu time.Duration) {
+	td, cd, sd := stats.Dist(a.ttftErr), stats.Dist(a.clientITL), stats.Dist(a.srvITL)
+	b.ReportMetric(td.P50, "ttft-err-p50-ms")
+	b.ReportMetric(td.P99, "ttft-err-p99-ms")
+	b.ReportMetric(cd.P50-sd.P50, "itl-err-p50-ms")
+	b.ReportMetric(cd.P99-sd.P99, "itl-err-p99-ms")
+	b.ReportMetric(float64(a.collapsed)/float64(max(len(a.clientITL), 1)), "itl-collapsed-ratio")
+	b.ReportMetric(float64(a.failed), "failed")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(max(a.tokens, 1)), "cpu-µs/token")
+}
+
+// Stream shape of the accuracy benchmarks: TTFT 100 ms, one token every
+// 20 ms, 32 tokens, one token per chunk.
+const (
+	accTTFT   = 100 * time.Millisecond
+	accITL    = 20 * time.Millisecond
+	accTokens = 32
+	accRounds = 2 // measured requests per stream per iteration
+	// accWarmup excludes each stream's first request, which opens its
+	// connection: the benchmarks measure the steady state of a sustained run.
+	accWarmup = 200 * time.Millisecond
+)
+
+// BenchmarkStreamAccuracy runs N concurrent streams (closed loop) against
+// the fixed-delay simulator in another process and reports the TTFT and
+// ITL error against the server's timestamps, and the load generator's CPU
+// per streamed token over real TCP.
+func BenchmarkStreamAccuracy(b *testing.B) {
+	for _, streams := range []int{32, 256, 512, 1000} {
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
+			url := startSim(b, simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
+			cl := newClient(b, url, streams)
+			wl := newWorkload(accTokens)
+			var all accuracy
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c0 := cpuTime()
+				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
+					Warmup: accWarmup},
+					cl, wl, nil)
+				cpu += cpuTime() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				all.add(b, out.Results, accITL)
+			}
+			b.StopTimer()
+			all.report(b, cpu)
+		})
+	}
+}
+
+// plainDoer is the comparison baseline: the client most people write first
+// (net/http, bufio.Scanner over lines, encoding/json into a map per chunk,
+// the clock read after decoding).
+type plainDoer struct {
+	cl   *client.Client // only for the URL and request body
+	http *http.Client
+}
+
+func (p *plainDoer) Do(ctx context.Context, r client.Request, intended time.Time) client.Result {
+	res := client.Result{Index: r.Index, Intended: intended}
+	body, _ := p.cl.Body(r)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.cl.URL(), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res.Sent = time.Now()
+	resp, err := p.http.Do(req)
+	if err != nil {
+		res.ErrorClass, res.Err, res.End = "connect", err.Error(), time.Now()
+		return res
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") || line == "data: [DONE]" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line[6:]), &m); err != nil {
+			res.ErrorClass, res.Err = "parse", err.Error()
+			break
+		}
+		now := time.Now()
+		if sim, ok := m["gpulens_sim"]; ok {
+			js, _ := json.Marshal(sim)
+			res.Sim = &client.SimTimestamps{}
+			json.Unmarshal(js, res.Sim)
+		}
+		if u, ok := m["usage"].(map[string]any); ok {
+			if n, ok := u["completion_tokens"].(float64); ok {
+				res.OutputTokens = int(n)
+			}
+		}
+		ch, _ := m["choices"].([]any)
+		for _, c := range ch {
+			d, _ := c.(map[string]any)["delta"].(map[string]any)
+			if s, _ := d["content"].(string); s != "" {
+				if res.FirstToken.IsZero() {
+					res.FirstToken = now
+				}
+				res.ChunkOffsets = append(res.ChunkOffsets, int64(now.Sub(res.Sent)))
+			}
+		}
+	}
+	res.End = time.Now()
+	if err := sc.Err(); err != nil && res.ErrorClass == "" {
+		res.ErrorClass, res.Err = "stream_broken", err.Error()
+	}
+	return res
+}
+
+// BenchmarkStreamAccuracyPlainBufio measures the baseline client the same
+// way as BenchmarkStreamAccuracy.
+func BenchmarkStreamAccuracyPlainBufio(b *testing.B) {
+	for _, streams := range []int{32, 512} {
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
+			url := startSim(b, simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
+			d := &plainDoer{cl: newClient(b, url, streams), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}}
+			wl := newWorkload(accTokens)
+			var all accuracy
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c0 := cpuTime()
+				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
+					Warmup: accWarmup},
+					d, wl, nil)
+				cpu += cpuTime() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				all.add(b, out.Results, accITL)
+			}
+			b.StopTimer()
+			all.report(b, cpu)
+		})
+	}
+}
+
+// BenchmarkOpenLoop sends a seeded Poisson schedule of 1,000, 2,000 and
+// 4,000 requests/s for 3 s each (short outputs: 1 ms TTFT, 2 tokens) and
+// reports the schedule lag (actual − intended send), the achieved rate and
+// the load generator's CPU per request.
+func BenchmarkOpenLoop(b *testing.B) {
+	for _, rate := range []float64{1000, 2000, 4000} {
+		b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
+			url := startSim(b, simserver.Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
+			cl := newClient(b, url, 2048)
+			wl := newWorkload(2)
+			var lag []float64
+			var cpu time.Duration
+			var sent, failed, maxIn int
+			var achieved float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c0 := cpuTime()
+				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Open, Duration: 3 * time.Second,
+					Schedule: schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: int64(i + 1)}}, cl, wl, nil)
+				cpu += cpuTime() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := runner.Summarize(out.Results, runner.SummaryConfig{TargetRate: rate, MeasureStart: out.MeasureStart})
+				achieved += s.AchievedRatePerSecond / float64(b.N)
+				for _, r := range out.Results {
+					lag = append(lag, float64(r.Sent.Sub(r.Intended))/1e6)
+					if !r.OK() {
+						failed++
+					}
+				}
+				sent += len(out.Results)
+				maxIn = max(maxIn, out.MaxInFlight)
+			}
+			b.StopTimer()
+			d := stats.Dist(lag)
+			b.ReportMetric(d.P50, "lag-p50-ms")
+			b.ReportMetric(d.P99, "lag-p99-ms")
+			b.ReportMetric(d.Max, "lag-max-ms")
+			b.ReportMetric(achieved, "achieved-req/s")
+			b.ReportMetric(float64(failed), "failed")
+			b.ReportMetric(float64(maxIn), "max-in-flight")
+			b.ReportMetric(cpu.Seconds()*1e6/float64(max(sent, 1)), "cpu-µs/request")
+		})
+	}
+}
+
+// BenchmarkRSS5000Streams holds 5,000 streams open at once (closed loop,
+// every user sending one 6-second stream) and reports the peak RSS of the
+// load generator and its growth per stream.
+func BenchmarkRSS5000Streams(b *testing.B) {
+	const streams = 5000
+	url := startSim(b, simserver.Config{FixedTTFT: time.Second, FixedITL: 200 * time.Millisecond, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
+	cl := newClient(b, url, streams)
+	wl := newWorkload(25)
+	var peak, base float64
+	var maxIn int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		base = rssBytes()
+		stop := peakRSS()
+		out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams}, cl, wl, nil)
+		p := stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ok := 0
+		for _, r := range out.Results {
+			if r.OK() {
+				ok++
+			}
+		}
+		if ok != streams {
+			b.Fatalf("%d of %d streams completed", ok, streams)
+		}
+		peak = max(peak, p)
+		maxIn = max(maxIn, out.MaxInFlight)
+	}
+	b.StopTimer()
+	b.ReportMetric(peak/(1<<20), "rss-MiB")
+	b.ReportMetric((peak-base)/streams/1024, "rss-KiB/stream")
+	b.ReportMetric(float64(maxIn), "max-in-flight")
+}
