@@ -45,7 +45,7 @@ ensure-chromium:
 
 # Lints a live scrape of the simulated exporter with the pinned promtool.
 check-metrics: build
-	@bash scripts/check-metrics.sh $(BIN)/gpulens-exporter
+	@bash scripts/check-metrics.sh $(BIN)
 
 # promtool check rules + promtool test rules on alerts/.
 check-rules:
