@@ -183,3 +183,48 @@ func TestMergeRejects(t *testing.T) {
 		t.Errorf("different rates: %v", err)
 	}
 }
+
+// TestMergeSweepRepeats merges a closed-loop sweep (levels 2 and 4 users
+// per worker, 2 repeats) from two workers: users add up, every repeat is
+// merged and each level gets its aggregate.
+func TestMergeSweepRepeats(t *testing.T) {
+	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	worker := func(shard int) Input {
+		d := &report.Document{Metadata: report.Metadata{Command: "sweep", Model: "m", Seed: 3}}
+		for _, level := range []float64{2, 4} {
+			for rep := 1; rep <= 2; rep++ {
+				var res []client.Result
+				for k := shard; k < 40; k += 2 {
+					res = append(res, synth(k+rep, start, time.Duration(k)*10*time.Millisecond))
+				}
+				run := report.Run{Name: fmt.Sprintf("concurrency=%d repeat=%d", int(level), rep), Level: level, Repeat: rep,
+					Settings: report.Settings{Mode: runner.Closed, Concurrency: int(level), Shard: fmt.Sprintf("%d/2", shard), Seed: 3},
+					Summary:  runner.Summarize(res, runner.SummaryConfig{MeasureStart: start})}
+				for j := range res {
+					run.Requests = append(run.Requests, runner.Record(&res[j], start))
+				}
+				d.Runs = append(d.Runs, run)
+			}
+			d.Runs = append(d.Runs, report.Run{Name: fmt.Sprintf("concurrency=%d (mean of 2)", int(level)), Level: level, Aggregate: true})
+		}
+		return Input{Name: fmt.Sprintf("w%d.json", shard), Doc: d}
+	}
+	got, err := Merge([]Input{worker(0), worker(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range got.Runs {
+		names = append(names, r.Name)
+		if !r.Aggregate && (r.Summary.RequestsCompleted+r.Summary.RequestsFailed != 40 || r.Settings.Concurrency != int(r.Level)) {
+			t.Errorf("%s: %d requests, concurrency %d", r.Name, r.Summary.RequestsCompleted+r.Summary.RequestsFailed, r.Settings.Concurrency)
+		}
+		if r.Aggregate && (r.Summary.RequestsCompleted+r.Summary.RequestsFailed != 80 || r.Summary.Stats["ttft_seconds.p99"].N != 2) {
+			t.Errorf("%s: %d requests, stats %+v", r.Name, r.Summary.RequestsCompleted+r.Summary.RequestsFailed, r.Summary.Stats["ttft_seconds.p99"])
+		}
+	}
+	want := "concurrency=4 repeat=1,concurrency=4 repeat=2,concurrency=4 (mean of 2),concurrency=8 repeat=1,concurrency=8 repeat=2,concurrency=8 (mean of 2)"
+	if strings.Join(names, ",") != want {
+		t.Errorf("runs = %s\nwant   %s", strings.Join(names, ","), want)
+	}
+}
