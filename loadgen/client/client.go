@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
@@ -150,38 +151,81 @@ func New(cfg Config) (*Client, error) {
 // URL is the full request URL.
 func (c *Client) URL() string { return c.url }
 
-// Body returns the JSON request body for r.
+// Body returns the JSON request body for r. It is written by hand (the
+// fields are fixed; only the strings need escaping): encoding/json's
+// reflection was a tenth of the load generator's CPU per request at
+// thousands of requests per second. TestBodyMatchesEncodingJSON checks that
+// it decodes to what encoding/json would have written.
 func (c *Client) Body(r Request) ([]byte, error) {
-	type streamOptions struct {
-		IncludeUsage    bool `json:"include_usage"`
-		ContinuousUsage bool `json:"continuous_usage_stats,omitempty"`
-	}
-	type message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	body := struct {
-		Model         string        `json:"model"`
-		Messages      []message     `json:"messages,omitempty"`
-		Prompt        *string       `json:"prompt,omitempty"`
-		MaxTokens     int           `json:"max_tokens,omitempty"`
-		Stream        bool          `json:"stream"`
-		StreamOptions streamOptions `json:"stream_options"`
-		IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
-	}{
-		Model: c.cfg.Model, MaxTokens: r.MaxTokens, Stream: true, IgnoreEOS: r.IgnoreEOS,
-		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsage: c.cfg.ContinuousUsage},
-	}
+	b := make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192)
+	b = append(b, `{"model":`...)
+	b = appendJSONString(b, c.cfg.Model)
 	if c.cfg.Endpoint == EndpointChat {
-		body.Messages = []message{{Role: "user", Content: r.Prompt}}
+		b = append(b, `,"messages":[{"role":"user","content":`...)
+		b = appendJSONString(b, r.Prompt)
+		b = append(b, "}]"...)
 	} else {
-		body.Prompt = &r.Prompt
+		b = append(b, `,"prompt":`...)
+		b = appendJSONString(b, r.Prompt)
 	}
-	b, err := json.Marshal(&body)
-	if err != nil {
-		return nil, fmt.Errorf("encoding request %d: %w", r.Index, err)
+	if r.MaxTokens != 0 {
+		b = append(b, `,"max_tokens":`...)
+		b = strconv.AppendInt(b, int64(r.MaxTokens), 10)
 	}
-	return b, nil
+	b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)
+	if c.cfg.ContinuousUsage {
+		b = append(b, `,"continuous_usage_stats":true`...)
+	}
+	b = append(b, '}')
+	if r.IgnoreEOS {
+		b = append(b, `,"ignore_eos":true`...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD as
+// encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // Do sends r and streams the answer. intended is when the schedule wanted
