@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/loadgen/merge"
 	"github.com/gpulens/gpulens/loadgen/output"
@@ -44,6 +46,8 @@ func runMerge(out string, inputs []string, csv string, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	doc.Metadata.RunID = newRunID()
+	doc.Metadata.Version, doc.Metadata.Revision, doc.Metadata.GoVersion = version.Version, version.Revision, runtime.Version()
 	if err := doc.Write(out); err != nil {
 		return err
 	}

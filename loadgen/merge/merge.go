@@ -98,6 +98,9 @@ func Merge(in []Input) (*report.Document, error) {
 			sh = s
 			break
 		}
+		if sh.Count == 0 {
+			return nil, fmt.Errorf("%s: no runs to merge", inp.Name)
+		}
 		if count == 0 {
 			count = sh.Count
 		}

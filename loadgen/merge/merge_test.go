@@ -171,6 +171,7 @@ func TestMergeRejects(t *testing.T) {
 		{"duplicate shard", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("0/2", rec, 1)}}, "b.json: shard 0/2 also in a.json"},
 		{"shard counts", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
 		{"seeds", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/2", rec, 2)}}, "b.json: seed 2"},
+		{"no runs", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "run"}}}}, "a.json: no runs to merge"},
 		{"merged input", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: already a merged report"},
 	} {
 		if _, err := Merge(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
