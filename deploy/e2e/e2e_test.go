@@ -1,0 +1,427 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// forInTest replaces every `for:` of the shipped rules in this test: the
+// shipped durations are minutes, the test lasts seconds. The expressions
+// are the shipped ones (copyRules checks that nothing else changes).
+const forInTest = "3s"
+
+// The jobs of deploy/prometheus/prometheus.yml, each served by one program
+// the test starts.
+const (
+	jobExporter = "gpulens-exporter"
+	jobLoadgen  = "gpulens-loadgen"
+	jobSim      = "gpulens-sim"
+)
+
+// wantAlerts are the alerts testdata/e2e.yaml must make fire, by GPU, and
+// notFiring alerts that must stay silent on a GPU (the conditions hold on
+// another one only).
+var (
+	wantAlerts = []struct{ name, gpu string }{
+		{"GpulensGPUMemoryHeadroomLow", "1"},         // leak: under 5 % free from 20 s
+		{"GpulensGPUMemoryExhaustionPredicted", "1"}, // leak: free memory falling
+		{"GpulensGPUHighContention", "0"},            // the neighbour joins the serving GPU at 8 s
+	}
+	notFiring = []struct{ name, gpu string }{
+		{"GpulensGPUMemoryHeadroomLow", "0"},
+		{"GpulensGPUMemoryExhaustionPredicted", "0"},
+		{"GpulensGPUHighContention", "1"}, // one tenant, no contention
+		{"GpulensGPUHighContention", "3"},
+	}
+)
+
+// TestStack runs the stack the way deploy/ ships it, on one machine and in
+// about a minute: the exporter on the simulated fleet of testdata/e2e.yaml,
+// `gpulens-loadgen sim`, `gpulens-loadgen run` against it, and the real
+// Prometheus with deploy/prometheus/prometheus.yml and the alerts/ rules
+// (with shortened `for:`). It checks that every target is up, that the
+// leak and the noisy neighbour fire their alerts (and only on their GPU),
+// that every dashboard query and variable returns data, and that the TTFT
+// histogram Prometheus scraped from the load generator agrees with its
+// JSON report, bucket by bucket.
+func TestStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: starts Prometheus and the gpulens programs for about a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bins := findBinaries(ctx, t, dir)
+
+	runCtx, runCancel := context.WithTimeout(ctx, 150*time.Second)
+	defer runCancel()
+	began := time.Now()
+
+	exporter := startProc(t, "gpulens-exporter", bins.exporter, "--sim.scenario=testdata/e2e.yaml",
+		"--web.listen-address=127.0.0.1:0")
+	sim := startProc(t, "gpulens-loadgen sim", bins.loadgen, "sim", "--sim.listen-address=127.0.0.1:0",
+		"--sim.model=gpulens-sim")
+	exporterAddr := exporter.address(runCtx, t, listeningRe)
+	simAddr := sim.address(runCtx, t, simServerRe)
+
+	reportPath := filepath.Join(dir, "report.json")
+	loadgen := startProc(t, "gpulens-loadgen run", bins.loadgen, "run",
+		"--target=http://"+simAddr+"/v1", "--model=gpulens-sim", "--scenario=e2e",
+		"--rate=8", "--arrival=poisson", "--duration=45s", "--seed=7",
+		"--input-tokens=fixed:64", "--output-tokens=fixed:24",
+		"--cost.gpu-hourly-usd=2.5", "--exporter.url=http://"+exporterAddr+"/metrics",
+		"--output="+reportPath, "--embed-requests",
+		"--web.listen-address=127.0.0.1:0", "--no-progress")
+	loadgenAddr := loadgen.address(runCtx, t, listeningRe)
+
+	rulesDir := filepath.Join(dir, "rules")
+	if err := os.Mkdir(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ruleFiles, err := filepath.Glob(filepath.Join(repoRoot, "alerts", "*.rules.yml"))
+	if err != nil || len(ruleFiles) == 0 {
+		t.Fatalf("no rule files in alerts/: %v", err)
+	}
+	shortened := copyRules(t, ruleFiles, rulesDir, forInTest)
+	t.Logf("rules from %v, for: set to %s on %d alerts", ruleFiles, forInTest, len(shortened))
+	shipped, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := testConfig(shipped, rulesDir, map[string]string{
+		jobExporter: exporterAddr, jobLoadgen: loadgenAddr, jobSim: simAddr,
+	})
+	if err != nil {
+		t.Fatalf("deploy/prometheus/prometheus.yml: %v", err)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom := startProc(t, "prometheus", bins.prometheus, "--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address=127.0.0.1:0")
+	api := promClient{base: "http://" + prom.address(runCtx, t, listeningRe), http: &http.Client{Timeout: 10 * time.Second}}
+	t.Logf("exporter %s, simulator %s, load generator %s, %s; started in %s",
+		exporterAddr, simAddr, loadgenAddr, api.base, time.Since(began).Round(time.Millisecond))
+
+	t.Run("targets up", func(t *testing.T) {
+		var up map[string]float64
+		ok := poll(runCtx, 500*time.Millisecond, func() bool {
+			res, err := api.query(runCtx, "up")
+			if err != nil {
+				return false
+			}
+			up = map[string]float64{}
+			for _, s := range res {
+				up[s.Metric["job"]] = s.Value
+			}
+			return up[jobExporter] == 1 && up[jobLoadgen] == 1 && up[jobSim] == 1 && len(up) == 3
+		})
+		if !ok {
+			t.Fatalf("up by job = %v; want 1 for %s, %s and %s", up, jobExporter, jobLoadgen, jobSim)
+		}
+		t.Logf("every target up %s after start", time.Since(began).Round(time.Millisecond))
+	})
+
+	t.Run("alerts", func(t *testing.T) {
+		key := func(name, gpu string) string { return name + "{gpu=" + gpu + "}" }
+		firing := map[string]bool{}
+		ok := poll(runCtx, time.Second, func() bool {
+			as, err := api.alerts(runCtx)
+			if err != nil {
+				return false
+			}
+			for _, a := range as {
+				if a.State == "firing" && !firing[key(a.Labels["alertname"], a.Labels["gpu"])] {
+					firing[key(a.Labels["alertname"], a.Labels["gpu"])] = true
+					t.Logf("%s firing %s after start", key(a.Labels["alertname"], a.Labels["gpu"]), time.Since(began).Round(time.Second))
+				}
+			}
+			for _, w := range wantAlerts {
+				if !firing[key(w.name, w.gpu)] {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			t.Errorf("firing alerts = %v; want all of %v", firing, wantAlerts)
+		}
+		for _, n := range notFiring {
+			if firing[key(n.name, n.gpu)] {
+				t.Errorf("%s is firing; its condition does not hold on that GPU", key(n.name, n.gpu))
+			}
+		}
+	})
+
+	t.Run("dashboard queries", func(t *testing.T) {
+		queries := dashboardQueries(t, filepath.Join(repoRoot, "dashboards"))
+		if len(queries) < 50 {
+			t.Fatalf("found %d dashboard queries; the dashboards have more", len(queries))
+		}
+		empty := map[string]string{}
+		for _, q := range queries {
+			empty[q.expr] = q.where
+		}
+		poll(runCtx, time.Second, func() bool {
+			for expr := range empty {
+				if res, err := api.query(runCtx, expr); err == nil && len(res) > 0 {
+					delete(empty, expr)
+				}
+			}
+			return len(empty) == 0
+		})
+		for expr, where := range empty {
+			_, err := api.query(runCtx, expr)
+			t.Errorf("%s: no data for %s (err %v)", where, expr, err)
+		}
+		t.Logf("%d dashboard queries and variables return data, %s after start", len(queries), time.Since(began).Round(time.Second))
+	})
+
+	t.Run("TTFT histogram matches the report", func(t *testing.T) {
+		select {
+		case <-loadgen.done:
+		case <-runCtx.Done():
+			t.Fatalf("the load generator did not finish its 45 s run: %v", runCtx.Err())
+		}
+		if loadgen.err != nil {
+			t.Fatalf("gpulens-loadgen run: %v", loadgen.err)
+		}
+		doc, err := report.Read(reportPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Runs) != 1 || len(doc.Runs[0].Requests) == 0 {
+			t.Fatalf("report has %d runs; want one with embedded requests", len(doc.Runs))
+		}
+		compareTTFT(runCtx, t, api, doc.Runs[0])
+	})
+	if exporter.exited() || sim.exited() || prom.exited() {
+		t.Errorf("a program exited during the test: exporter %v, simulator %v, prometheus %v", exporter.err, sim.err, prom.err)
+	}
+	t.Logf("end-to-end run took %s", time.Since(began).Round(time.Second))
+}
+
+// compareTTFT checks the load generator's TTFT histogram as Prometheus last
+// scraped it against the per-request records of its report. The program
+// exits right after its last request, so the last scrape may miss the
+// requests that finished in the final second: the histogram must equal the
+// report's first C successful requests in order of finishing, C being the
+// scraped count. Requests finishing within 10 ms of the cut are allowed on
+// either side (observation order across goroutines is not end order).
+func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.Run) {
+	t.Helper()
+	const sel = `{job="gpulens-loadgen"}[10m])`
+	one := func(q string) float64 {
+		res, err := api.query(ctx, q)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s = %v, %v; want one sample", q, res, err)
+		}
+		return res[0].Value
+	}
+	count := one(`last_over_time(gpulens_loadgen_time_to_first_token_seconds_count` + sel)
+	sum := one(`last_over_time(gpulens_loadgen_time_to_first_token_seconds_sum` + sel)
+	res, err := api.query(ctx, `last_over_time(gpulens_loadgen_time_to_first_token_seconds_bucket`+sel)
+	if err != nil || len(res) == 0 {
+		t.Fatalf("TTFT buckets: %v, %v", res, err)
+	}
+	buckets := map[float64]float64{}
+	for _, s := range res {
+		le, err := strconv.ParseFloat(s.Metric["le"], 64)
+		if err != nil {
+			t.Fatalf("bucket le=%q: %v", s.Metric["le"], err)
+		}
+		buckets[le] = s.Value
+	}
+
+	type obs struct {
+		end  int64
+		ttft float64
+	}
+	var ok []obs
+	for _, r := range run.Requests {
+		if r.ErrorClass == "" && r.FirstTokenNanos > 0 {
+			ok = append(ok, obs{r.EndNanos, time.Duration(r.FirstTokenNanos - r.IntendedNanos).Seconds()})
+		}
+	}
+	sort.Slice(ok, func(i, j int) bool { return ok[i].end < ok[j].end })
+	if want := run.Summary.RequestsCompleted; len(ok) != want {
+		t.Errorf("report: %d successful requests with a first token; summary says %d completed", len(ok), want)
+	}
+	c := int(count)
+	if float64(c) != count || c < 1 || c > len(ok) {
+		t.Fatalf("scraped TTFT count %v; the report has %d successful requests", count, len(ok))
+	}
+	last := ok[len(ok)-1].end
+	lateFinishers := 0
+	for _, o := range ok {
+		if o.end > last-int64(3*time.Second) {
+			lateFinishers++
+		}
+	}
+	if c < len(ok)-lateFinishers {
+		t.Errorf("scraped TTFT count %d; the report has %d requests of which only %d finished in the last 3 s", c, len(ok), lateFinishers)
+	}
+	cut := ok[c-1].end
+	const slack = int64(10 * time.Millisecond)
+	var sure, maybe []obs
+	for _, o := range ok {
+		switch {
+		case o.end < cut-slack:
+			sure = append(sure, o)
+		case o.end <= cut+slack:
+			maybe = append(maybe, o)
+		}
+	}
+	countLE := func(os []obs, le float64) (n float64) {
+		for _, o := range os {
+			if o.ttft <= le {
+				n++
+			}
+		}
+		return n
+	}
+	les := make([]float64, 0, len(buckets))
+	for le := range buckets {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	for _, le := range les {
+		lo := countLE(sure, le)
+		if got := buckets[le]; got < lo || got > lo+countLE(maybe, le) {
+			t.Errorf("bucket le=%g: Prometheus %v, report %v (+ up to %v finishing at the cut)", le, got, lo, countLE(maybe, le))
+		}
+	}
+	if !math.IsInf(les[len(les)-1], 1) || buckets[les[len(les)-1]] != count {
+		t.Errorf("+Inf bucket %v != count %v", buckets[les[len(les)-1]], count)
+	}
+	var sureSum, maybeSum float64
+	for _, o := range sure {
+		sureSum += o.ttft
+	}
+	for _, o := range maybe {
+		maybeSum += o.ttft
+	}
+	if sum < sureSum-1e-6 || sum > sureSum+maybeSum+1e-6 {
+		t.Errorf("TTFT sum: Prometheus %.9f s, report %.9f s (+ up to %.9f finishing at the cut)", sum, sureSum, maybeSum)
+	}
+	t.Logf("TTFT: %d of %d requests in the last scrape, %d buckets equal to the report's records (%d at the cut); report p50 %.4f s p99 %.4f s",
+		c, len(ok), len(les), len(maybe), run.Summary.TTFT.P50, run.Summary.TTFT.P99)
+}
+
+// query is one PromQL expression of a dashboard, with where it comes from.
+type query struct {
+	expr, where string
+}
+
+var (
+	grafanaBuiltins = strings.NewReplacer(
+		"$__rate_interval", "1m", "${__rate_interval}", "1m",
+		"$__interval_ms", "15000", "$__interval", "15s",
+		"$__range_ms", "3600000", "$__range_s", "3600", "$__range", "1h",
+	)
+	dashboardVar = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:[a-z]+)?\}|\$[A-Za-z_][A-Za-z0-9_]*`)
+	labelValues  = regexp.MustCompile(`^\s*label_values\(\s*(.+)\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*\)\s*$`)
+)
+
+// substitute makes a dashboard expression a query for "All" of every
+// variable: Grafana's intervals become durations, $var becomes .* (the
+// dashboards use variables only in =~ matchers).
+func substitute(expr string) string {
+	return dashboardVar.ReplaceAllString(grafanaBuiltins.Replace(expr), ".*")
+}
+
+// dashboardQueries lists the PromQL of every panel target and every
+// label_values variable of the dashboards in dir.
+func dashboardQueries(t *testing.T, dir string) []query {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in %s: %v", dir, err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var out []query
+	seen := map[string]bool{}
+	add := func(expr, where string) {
+		expr = substitute(expr)
+		if !seen[expr] {
+			seen[expr] = true
+			out = append(out, query{expr, where})
+		}
+	}
+	for _, f := range files {
+		var d struct {
+			Panels     []json.RawMessage `json:"panels"`
+			Templating struct {
+				List []struct {
+					Name  string          `json:"name"`
+					Type  string          `json:"type"`
+					Query json.RawMessage `json:"query"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var walk func(raw []json.RawMessage)
+		walk = func(raw []json.RawMessage) {
+			for _, r := range raw {
+				var p panel
+				if err := json.Unmarshal(r, &p); err != nil {
+					t.Fatalf("%s: panel: %v", f, err)
+				}
+				for _, tg := range p.Targets {
+					if tg.Expr != "" {
+						add(tg.Expr, fmt.Sprintf("%s panel %q", filepath.Base(f), p.Title))
+					}
+				}
+				walk(p.Panels)
+			}
+		}
+		walk(d.Panels)
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			var q string
+			if json.Unmarshal(v.Query, &q) != nil {
+				var obj struct {
+					Query string `json:"query"`
+				}
+				if err := json.Unmarshal(v.Query, &obj); err != nil {
+					t.Fatalf("%s: variable %s: query %s", f, v.Name, v.Query)
+				}
+				q = obj.Query
+			}
+			m := labelValues.FindStringSubmatch(q)
+			if m == nil {
+				t.Fatalf("%s: variable %s: %q is not label_values(expr, label)", f, v.Name, q)
+			}
+			add(m[1], fmt.Sprintf("%s variable %s", filepath.Base(f), v.Name))
+		}
+	}
+	return out
+}
