@@ -18,16 +18,19 @@ export DEMO_EXPORTER_ADDR ?= 127.0.0.1:9842
 export DEMO_SIM_ADDR ?= 127.0.0.1:8000
 export DEMO_LOADGEN_ADDR ?= 127.0.0.1:9843
 export DEMO_PROMETHEUS_ADDR ?= 127.0.0.1:9090
-export DEMO_SCENARIO ?= dgx-h100
+export DEMO_SCENARIO ?= demo
 export DEMO_RATE ?= 8
 export DEMO_GPU_HOURLY_USD ?= 2.50
 
-.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards demo bench gpu-smoke fmt clean
+.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke fmt clean
 
 all: build
 
+# The binaries, and the pinned Prometheus server (for the demo and the
+# end-to-end test).
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -51,9 +54,16 @@ check-metrics: build
 check-rules:
 	@bash scripts/check-rules.sh
 
-# Regenerates dashboards/*.json from the Go code in dashboards/.
+# Regenerates dashboards/*.json from the Go code in dashboards/, and the
+# deploy/ copies of dashboards and rules.
 dashboards:
 	$(GO) run ./dashboards/gen -out dashboards
+	$(MAKE) generate
+
+# Regenerates deploy/ objects made from alerts/ and dashboards/
+# (PrometheusRule, Grafana dashboard ConfigMaps).
+generate:
+	$(GO) run ./deploy/gen
 
 test: vet unit check-metrics check-rules
 

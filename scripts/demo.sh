@@ -20,7 +20,7 @@ exporter_addr=${DEMO_EXPORTER_ADDR:-127.0.0.1:9842}
 sim_addr=${DEMO_SIM_ADDR:-127.0.0.1:8000}
 loadgen_addr=${DEMO_LOADGEN_ADDR:-127.0.0.1:9843}
 prom_addr=${DEMO_PROMETHEUS_ADDR:-127.0.0.1:9090}
-scenario=${DEMO_SCENARIO:-dgx-h100}
+scenario=${DEMO_SCENARIO:-demo}
 rate=${DEMO_RATE:-8}
 price=${DEMO_GPU_HOURLY_USD:-2.50}
 
@@ -41,8 +41,12 @@ wait_http() { # url name
 	exit 1
 }
 
-echo "building the pinned Prometheus (first time: a few minutes)..."
-go build -o "$scratch/prometheus" github.com/prometheus/prometheus/cmd/prometheus
+prometheus=$bin/prometheus
+if [ ! -x "$prometheus" ]; then
+	echo "building the pinned Prometheus (first time: a few minutes)..."
+	prometheus=$scratch/prometheus
+	go build -o "$prometheus" github.com/prometheus/prometheus/cmd/prometheus
+fi
 
 start_bg "$scratch/exporter.log" "$bin/gpulens-exporter" --sim.scenario="$scenario" --web.listen-address="$exporter_addr"
 start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr"
@@ -63,11 +67,11 @@ for f in alerts/*.rules.yml alerts/*rules*.yaml; do [ -f "$f" ] && rules+=("$PWD
 		for f in "${rules[@]}"; do echo "  - $f"; done
 	fi
 	echo "scrape_configs:"
-	echo "  - {job_name: gpulens-exporter, static_configs: [{targets: ['$exporter_addr']}]}"
-	echo "  - {job_name: gpulens-loadgen, static_configs: [{targets: ['$loadgen_addr']}]}"
-	echo "  - {job_name: gpulens-sim, static_configs: [{targets: ['$sim_addr']}]}"
+	echo "  - {job_name: gpulens-exporter, static_configs: [{targets: ['$exporter_addr'], labels: {cluster: local}}]}"
+	echo "  - {job_name: gpulens-loadgen, static_configs: [{targets: ['$loadgen_addr'], labels: {cluster: local}}]}"
+	echo "  - {job_name: gpulens-sim, static_configs: [{targets: ['$sim_addr'], labels: {cluster: local}}]}"
 } >"$scratch/prometheus.yml"
-start_bg "$scratch/prometheus.log" "$scratch/prometheus" --config.file="$scratch/prometheus.yml" \
+start_bg "$scratch/prometheus.log" "$prometheus" --config.file="$scratch/prometheus.yml" \
 	--storage.tsdb.path="$scratch/tsdb" --web.listen-address="$prom_addr"
 wait_http "http://$prom_addr/-/ready" prometheus
 
@@ -80,7 +84,19 @@ gpulens demo is running (simulated GPUs: scenario $scenario; nothing here touche
   load generator       http://$loadgen_addr/metrics   ($rate req/s Poisson, GPU at \$$price/h)
   Prometheus           http://$prom_addr   (targets: http://$prom_addr/targets, alerts: http://$prom_addr/alerts)
 
-Rule files loaded: ${#rules[@]}. Try in Prometheus:
+Rule files loaded: ${#rules[@]}.
+TXT
+if [ "$scenario" = demo ]; then
+	cat <<TXT
+Alerts to watch (scenario demo; times from the start, with the shipped 'for:' durations):
+  ~9 min   GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM (fills the card in 5 min, restarts every 30)
+  ~13 min  GpulensGPUHighContention             GPU 0: batch-train (research) joins llm-serve (serving) after 90 s
+  ~15 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
+  pending states show up in a minute or two at http://$prom_addr/alerts
+TXT
+fi
+cat <<TXT
+Try in Prometheus:
   rate(gpulens_gpu_busy_seconds_total[1m])
   histogram_quantile(0.99, sum by (le) (rate(gpulens_loadgen_time_to_first_token_seconds_bucket[1m])))
   gpulens_loadgen_cost_per_request_usd
