@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,11 @@ import (
 
 // simEnv carries the simulator configuration (JSON) to the helper process.
 const simEnv = "GPULENS_ACCEPTANCE_SIM"
+
+// simProfileEnv, when set in the benchmark's environment, names a file the
+// simulator helper writes its CPU profile to (the server side; each
+// simulator started overwrites it).
+const simProfileEnv = "GPULENS_ACCEPTANCE_SIM_CPUPROFILE"
 
 // TestMain runs the simulator when the test binary is started as the
 // helper process: the load generator and the server it measures must not
@@ -57,6 +63,19 @@ func serveSim(js string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if path := os.Getenv(simProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go sim.Run(ctx)

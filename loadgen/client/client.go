@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,12 @@ type Client struct {
 	http *http.Client
 	now  func() time.Time
 	pool sync.Pool
+	// h1 sends plain-HTTP requests without net/http (nil: https, a proxy
+	// or a test transport); path and hdr are its request line's target and
+	// its fixed header lines.
+	h1   *h1Pool
+	path string
+	hdr  []byte
 }
 
 type streamState struct {
@@ -128,8 +135,8 @@ func New(cfg Config) (*Client, error) {
 		now = time.Now
 	}
 	tr := cfg.Transport
+	conns := max(cfg.MaxConns, 1)
 	if tr == nil {
-		conns := max(cfg.MaxConns, 1)
 		tr = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -144,8 +151,42 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now}
+	if cfg.Transport == nil {
+		if err := c.directHTTP(conns); err != nil {
+			return nil, err
+		}
+	}
 	c.pool.New = func() any { return &streamState{rd: sse.NewReader(nil, 0, now)} }
 	return c, nil
+}
+
+// directHTTP sets up the HTTP/1.1 client of h1.go for an http:// URL that
+// no proxy applies to.
+func (c *Client) directHTTP(conns int) error {
+	u, err := url.Parse(c.url)
+	if err != nil {
+		return fmt.Errorf("--target %q: %w", c.cfg.BaseURL, err)
+	}
+	if u.Scheme != "http" || u.User != nil {
+		return nil
+	}
+	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
+		return nil
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	c.h1 = newH1Pool(addr, u.Host, conns+16)
+	c.path = u.RequestURI()
+	c.hdr = []byte("Content-Type: application/json\r\nAccept: text/event-stream\r\n")
+	if c.cfg.APIKey != "" {
+		if strings.ContainsAny(c.cfg.APIKey, "\r\n") {
+			return fmt.Errorf("--api-key must not contain line breaks")
+		}
+		c.hdr = append(c.hdr, "Authorization: Bearer "+c.cfg.APIKey+"\r\n"...)
+	}
+	return nil
 }
 
 // URL is the full request URL.
@@ -240,42 +281,59 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		res.ErrorClass, res.Err = report.ErrParse, err.Error()
 		return res
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
+	var (
+		status int
+		ctype  string
+		rbody  io.ReadCloser
+	)
+	if c.h1 != nil {
 		res.Sent = c.now()
-		res.End = res.Sent
-		res.ErrorClass, res.Err = report.ErrConnect, err.Error()
-		return res
+		resp, err := c.h1.roundTrip(ctx, c.path, c.hdr, body, time.Now().Add(c.cfg.Timeout))
+		if err != nil {
+			res.End = c.now()
+			c.fail(ctx, &res, err, report.ErrConnect)
+			return res
+		}
+		status, ctype, rbody = resp.status, resp.contentType, resp.body
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
+		if err != nil {
+			res.Sent = c.now()
+			res.End = res.Sent
+			res.ErrorClass, res.Err = report.ErrConnect, err.Error()
+			return res
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		if c.cfg.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+		}
+		res.Sent = c.now()
+		resp, err := c.http.Do(req)
+		if err != nil {
+			res.End = c.now()
+			c.fail(ctx, &res, err, report.ErrConnect)
+			return res
+		}
+		status, ctype, rbody = resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if c.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
-	}
-	res.Sent = c.now()
-	resp, err := c.http.Do(req)
-	if err != nil {
-		res.End = c.now()
-		c.fail(ctx, &res, err, report.ErrConnect)
-		return res
-	}
-	defer resp.Body.Close()
+	defer rbody.Close()
 	res.FirstByte = c.now()
-	res.Status = resp.StatusCode
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	res.Status = status
+	if status != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
 		res.End = c.now()
-		res.ErrorClass = statusClass(resp.StatusCode)
-		res.Err = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, errorMessage(msg))
+		res.ErrorClass = statusClass(status)
+		res.Err = fmt.Sprintf("HTTP %d: %s", status, errorMessage(msg))
 		return res
 	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if !isEventStream(ctype) {
+		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
 		res.End = c.now()
 		res.ErrorClass = report.ErrParse
-		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", resp.Header.Get("Content-Type"), errorMessage(msg))
+		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", ctype, errorMessage(msg))
 		return res
 	}
 	st := c.pool.Get().(*streamState)
@@ -283,16 +341,26 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		st.rd.Reset(nil)
 		c.pool.Put(st)
 	}()
-	st.rd.Reset(resp.Body)
+	st.rd.Reset(rbody)
 	c.stream(ctx, st, &res)
 	if res.PromptTokens == 0 {
 		res.PromptTokens = r.InputTokens // the server did not say: our estimate
 	}
 	if res.OK() {
 		// Drain so the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_, _ = io.Copy(io.Discard, io.LimitReader(rbody, 64<<10))
 	}
 	return res
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream
+// (parameters such as charset allowed).
+func isEventStream(ctype string) bool {
+	if ctype == "text/event-stream" || strings.HasPrefix(ctype, "text/event-stream;") {
+		return true
+	}
+	ct, _, _ := mime.ParseMediaType(ctype)
+	return ct == "text/event-stream"
 }
 
 func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
