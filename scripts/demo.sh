@@ -89,6 +89,7 @@ TXT
 if [ "$scenario" = demo ]; then
 	cat <<TXT
 Alerts to watch (scenario demo; times from the start, with the shipped 'for:' durations):
+  ~4 min   GpulensGPUXIDApplicationError        GPU 7: a batch job trips XID 13 (severity info)
   ~9 min   GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM (fills the card in 5 min, restarts every 30)
   ~13 min  GpulensGPUHighContention             GPU 0: batch-train (research) joins llm-serve (serving) after 90 s
   ~15 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
