@@ -97,7 +97,9 @@ func startSim(b *testing.B, cfg simserver.Config) string {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), simEnv+"="+string(js))
+	// The simulator keeps the default garbage collector settings when the
+	// benchmark is run with GOGC set (to measure the load generator's).
+	cmd.Env = append(os.Environ(), simEnv+"="+string(js), "GOGC=")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

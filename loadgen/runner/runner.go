@@ -230,10 +230,14 @@ func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *co
 		offsets = schedule.Generate(sc, 0, cfg.Warmup+cfg.Duration)
 	}
 	// Pre-spawned workers; beyond them a goroutine per request unless
-	// MaxConcurrency caps the number in flight.
+	// MaxConcurrency caps the number in flight. 64 cover rate × latency
+	// for short requests up to thousands per second; more idle workers
+	// cost lag: at 4,000 requests/s a pool of 2,048 gave a p99 lag of
+	// 16–36 ms and one of 64 under 3 ms (every garbage collection scans
+	// and shrinks the idle stacks, which then grow again).
 	workers := cfg.MaxConcurrency
 	if workers == 0 {
-		workers = min(max(64, int(sc.Rate)), 2048)
+		workers = min(max(64, int(sc.Rate)/64), 2048)
 	}
 	jobs := make(chan job)
 	var wg sync.WaitGroup
