@@ -229,6 +229,13 @@ func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *co
 	default:
 		offsets = schedule.Generate(sc, 0, cfg.Warmup+cfg.Duration)
 	}
+	// Room for every scheduled result up front (the schedule is in memory
+	// already): growing the slice as requests finish was a quarter of the
+	// load generator's allocation, and each garbage collection it triggers
+	// delays sends.
+	col.mu.Lock()
+	col.out.Results = make([]client.Result, 0, min(len(offsets)/cfg.Shard.Count+1, 1<<20))
+	col.mu.Unlock()
 	// Pre-spawned workers; beyond them a goroutine per request unless
 	// MaxConcurrency caps the number in flight. 64 cover rate × latency
 	// for short requests up to thousands per second; more idle workers
