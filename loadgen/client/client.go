@@ -100,9 +100,10 @@ type Client struct {
 	// h1 sends plain-HTTP requests without net/http (nil: https, a proxy
 	// or a test transport); path and hdr are its request line's target and
 	// its fixed header lines.
-	h1   *h1Pool
-	path string
-	hdr  []byte
+	h1     *h1Pool
+	path   string
+	hdr    []byte
+	bodies sync.Pool // *[]byte request bodies for h1
 }
 
 type streamState struct {
@@ -157,6 +158,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	c.pool.New = func() any { return &streamState{rd: sse.NewReader(nil, 0, now)} }
+	c.bodies.New = func() any { b := make([]byte, 0, 1024); return &b }
 	return c, nil
 }
 
@@ -198,7 +200,10 @@ func (c *Client) URL() string { return c.url }
 // thousands of requests per second. TestBodyMatchesEncodingJSON checks that
 // it decodes to what encoding/json would have written.
 func (c *Client) Body(r Request) ([]byte, error) {
-	b := make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192)
+	return c.appendBody(make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192), r), nil
+}
+
+func (c *Client) appendBody(b []byte, r Request) []byte {
 	b = append(b, `{"model":`...)
 	b = appendJSONString(b, c.cfg.Model)
 	if c.cfg.Endpoint == EndpointChat {
@@ -221,7 +226,7 @@ func (c *Client) Body(r Request) ([]byte, error) {
 	if r.IgnoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -274,21 +279,19 @@ func appendJSONString(b []byte, s string) []byte {
 // the Result. A cancelled ctx marks the result Canceled.
 func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 	res := Result{Index: r.Index, Intended: intended}
-	body, err := c.Body(r)
-	if err != nil {
-		res.Sent = c.now()
-		res.End = res.Sent
-		res.ErrorClass, res.Err = report.ErrParse, err.Error()
-		return res
-	}
 	var (
 		status int
 		ctype  string
 		rbody  io.ReadCloser
 	)
 	if c.h1 != nil {
+		// The body is copied into the connection's request buffer: a
+		// pooled buffer spares an allocation per request.
+		bp := c.bodies.Get().(*[]byte)
+		*bp = c.appendBody((*bp)[:0], r)
 		res.Sent = c.now()
-		resp, err := c.h1.roundTrip(ctx, c.path, c.hdr, body, time.Now().Add(c.cfg.Timeout))
+		resp, err := c.h1.roundTrip(ctx, c.path, c.hdr, *bp, time.Now().Add(c.cfg.Timeout))
+		c.bodies.Put(bp)
 		if err != nil {
 			res.End = c.now()
 			c.fail(ctx, &res, err, report.ErrConnect)
@@ -296,6 +299,7 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		}
 		status, ctype, rbody = resp.status, resp.contentType, resp.body
 	} else {
+		body, _ := c.Body(r)
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
