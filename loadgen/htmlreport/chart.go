@@ -88,6 +88,22 @@ func newScale(maxV float64) scale {
 	return scale{max: top, ticks: ticks}
 }
 
+// newCountScale is newScale with whole-number ticks, for counts.
+func newCountScale(maxV float64) scale {
+	if maxV >= 5 {
+		return newScale(maxV) // steps of at least 1
+	}
+	top := 1.0
+	if maxV > 1 {
+		top = math.Ceil(maxV)
+	}
+	var ticks []float64
+	for v := 0.0; v <= top; v++ {
+		ticks = append(ticks, v)
+	}
+	return scale{max: top, ticks: ticks}
+}
+
 // niceStep rounds x up to 1, 2 or 5 × 10^k.
 func niceStep(x float64) float64 {
 	exp := math.Floor(math.Log10(x))
@@ -184,7 +200,8 @@ func barChart(name, title, yLabel string, labels []string, ss []series, f func(f
 	return c
 }
 
-// stackedChart draws one stacked bar per label.
+// stackedChart draws one stacked bar of counts per label (whole-number
+// ticks).
 func stackedChart(name, title, yLabel string, labels []string, ss []series, f func(float64) string) chart {
 	c := chart{Name: name, Title: title, YLabel: yLabel}
 	totals := make([]float64, len(labels))
@@ -197,7 +214,7 @@ func stackedChart(name, title, yLabel string, labels []string, ss []series, f fu
 	for _, t := range totals {
 		maxV = max(maxV, t)
 	}
-	sc := newScale(maxV)
+	sc := newCountScale(maxV)
 	c.axes(sc, f)
 	if len(labels) == 0 {
 		c.NoData = "no data"

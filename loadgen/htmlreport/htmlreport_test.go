@@ -144,6 +144,24 @@ func TestRenderEmptyAndSingle(t *testing.T) {
 	}
 }
 
+func TestCountScaleHasWholeTicks(t *testing.T) {
+	for _, tc := range []struct {
+		max   float64
+		ticks []float64
+	}{
+		{0, []float64{0, 1}},
+		{1, []float64{0, 1}},
+		{3, []float64{0, 1, 2, 3}},
+		{2.5, []float64{0, 1, 2, 3}},
+		{7, []float64{0, 2, 4, 6, 8}},
+		{math.NaN(), []float64{0, 1}},
+	} {
+		if s := newCountScale(tc.max); !slices.Equal(s.ticks, tc.ticks) || s.max != tc.ticks[len(tc.ticks)-1] {
+			t.Errorf("newCountScale(%v) = max %v ticks %v, want ticks %v", tc.max, s.max, s.ticks, tc.ticks)
+		}
+	}
+}
+
 func TestScale(t *testing.T) {
 	for _, tc := range []struct {
 		max   float64
