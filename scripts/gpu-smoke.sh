@@ -69,12 +69,18 @@ for i in $(seq 0 $((count - 1))); do
 	tmp=$(value gpulens_gpu_temperature_celsius "$i")
 	check "GPU $i temperature $tmp °C within 10–100" awk -v t="$tmp" 'BEGIN { exit !(t >= 10 && t <= 100) }'
 	check "GPU $i info carries driver and CUDA versions" grep -q "^gpulens_gpu_info{.*cuda_driver_version=\"[0-9]" "$work/scrape.prom"
+	if nvidia-smi -i "$i" --query-gpu=name --format=csv,noheader | grep -qE 'H100|H200|H20|GH200|B200|B100'; then
+		check "GPU $i (Hopper or newer) has GPM: gpm_supported 1" test "$(value gpulens_gpm_supported "$i")" = 1
+		check "GPU $i has GPM SM activity" grep -qE "^gpulens_gpu_sm_activity_ratio\{[^}]*gpu=\"$i\"" "$work/scrape.prom"
+	fi
 done
 if [ -n "$workload_pid" ]; then
 	u=$(value gpulens_gpu_utilization_ratio 0)
 	check "GPU 0 utilisation $u > 0.3 under the torch workload" awk -v u="$u" 'BEGIN { exit !(u > 0.3) }'
 	if grep -q '^gpulens_process_memory_used_bytes' "$work/scrape.prom"; then
 		check "the workload appears as a process on GPU 0 with its memory" grep -qE "^gpulens_process_memory_used_bytes\{.*gpu=\"0\".*pid=\"$workload_pid\".*\} [0-9.e+]+" "$work/scrape.prom"
+		check "the workload's process name is python3" grep -qE "^gpulens_process_memory_used_bytes\{.*pid=\"$workload_pid\".*process_name=\"python3?\"" "$work/scrape.prom"
+		check "the workload has SM utilisation" grep -qE "^gpulens_process_sm_utilization_ratio\{.*pid=\"$workload_pid\".*\} 0\.[1-9]|^gpulens_process_sm_utilization_ratio\{.*pid=\"$workload_pid\".*\} 1$" "$work/scrape.prom"
 	fi
 fi
 check "promtool check metrics is clean" bash -c "go tool promtool check metrics <'$work/scrape.prom'"
