@@ -76,10 +76,26 @@ func newUtilizationCollector() Collector {
 
 func (utilizationCollector) NewDevice(Device) DeviceSampler { return &utilizationSampler{} }
 
+// trapezoid integrates readings over time with the trapezoidal rule.
+type trapezoid struct {
+	total  float64
+	last   float64   // previous reading
+	lastAt time.Time // time of the previous reading; zero before the first
+}
+
+// add records a reading taken at now and returns the integral so far.
+func (t *trapezoid) add(v float64, now time.Time) float64 {
+	if !t.lastAt.IsZero() {
+		if dt := now.Sub(t.lastAt).Seconds(); dt > 0 {
+			t.total += (t.last + v) / 2 * dt
+		}
+	}
+	t.last, t.lastAt = v, now
+	return t.total
+}
+
 type utilizationSampler struct {
-	busy     float64   // integrated busy seconds
-	lastUtil float64   // previous utilisation ratio
-	lastAt   time.Time // time of the previous reading; zero before the first
+	busy trapezoid // utilisation ratio over time: busy seconds
 }
 
 func (s *utilizationSampler) Sample(r *Reader, e *Emitter, now time.Time) {
@@ -87,13 +103,7 @@ func (s *utilizationSampler) Sample(r *Reader, e *Emitter, now time.Time) {
 		g := float64(u.Gpu) / 100
 		e.Gauge(utilGPUDesc, g)
 		e.Gauge(utilMemDesc, float64(u.Memory)/100)
-		if !s.lastAt.IsZero() {
-			if dt := now.Sub(s.lastAt).Seconds(); dt > 0 {
-				s.busy += (s.lastUtil + g) / 2 * dt
-			}
-		}
-		s.lastUtil, s.lastAt = g, now
-		e.Counter(busySecsDesc, s.busy)
+		e.Counter(busySecsDesc, s.busy.add(g, now))
 	}
 	if u, ok := Call(r, "GetEncoderUtilization", func() (uint32, nvml.Return) {
 		v, _, ret := r.Device.GetEncoderUtilization()
@@ -128,10 +138,8 @@ func newPowerCollector() Collector {
 func (powerCollector) NewDevice(Device) DeviceSampler { return &powerSampler{} }
 
 type powerSampler struct {
-	integrate bool // energy counter unsupported: integrate power instead
-	energy    float64
-	lastW     float64
-	lastAt    time.Time
+	integrate bool      // energy counter unsupported: integrate power instead
+	energy    trapezoid // watts over time: joules
 }
 
 func (s *powerSampler) Sample(r *Reader, e *Emitter, now time.Time) {
@@ -153,13 +161,7 @@ func (s *powerSampler) Sample(r *Reader, e *Emitter, now time.Time) {
 		}
 	}
 	if s.integrate && powerOK {
-		if !s.lastAt.IsZero() {
-			if dt := now.Sub(s.lastAt).Seconds(); dt > 0 {
-				s.energy += (s.lastW + watts) / 2 * dt
-			}
-		}
-		s.lastW, s.lastAt = watts, now
-		e.Counter(energyDesc, s.energy)
+		e.Counter(energyDesc, s.energy.add(watts, now))
 	}
 	if t, ok := Call(r, "GetTemperature", func() (uint32, nvml.Return) {
 		return r.Device.GetTemperature(nvml.TEMPERATURE_GPU)
