@@ -80,7 +80,11 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p plan) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
 	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: f.model, Scenario: f.scenario},
 		metrics.Info{RunID: runID, Version: version.Version, Endpoint: f.endpoint, Mode: p.mode}, s.prices, nil)
-	srvErr := serveMetrics(ctx, logger, f, reg)
+	// The metrics server lives until execute returns: after the reports and
+	// any --linger.
+	srvCtx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	srvErr := serveMetrics(srvCtx, logger, f, reg)
 
 	var poller *gpuinfo.Poller
 	if f.exporterURL != "" {
@@ -227,14 +231,46 @@ levels:
 		}
 	}
 	output.WriteTable(os.Stdout, doc)
+	serving := true
 	select {
 	case err := <-srvErr:
+		serving = false
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
 	default:
 	}
+	// Reports are written: linger (unless interrupted already) so a last
+	// scrape sees the final counts. Ctrl-C ends the linger at once and the
+	// exit status stays the run's.
+	if f.linger > 0 && serving && ctx.Err() == nil {
+		if err := linger(ctx, logger, f, srvErr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// linger keeps serving /metrics for --linger after the run, until ctx is
+// cancelled or the server fails. It returns only the server's failure.
+func linger(ctx context.Context, logger *slog.Logger, f *loadFlags, srvErr <-chan error) error {
+	address := strings.Join(*f.web.WebListenAddresses, ",")
+	if f.web.WebSystemdSocket != nil && *f.web.WebSystemdSocket {
+		address = "systemd socket"
+	}
+	logger.Info("run finished; serving metrics until the linger ends (Ctrl-C to exit now)", "address", address,
+		"path", f.metricsPath, "linger", f.linger, "until", time.Now().Add(f.linger).Format(time.RFC3339))
+	t := time.NewTimer(f.linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case err := <-srvErr:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	return nil
 }
 
 // serveMetrics serves /metrics and a landing page until ctx ends.

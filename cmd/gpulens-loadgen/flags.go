@@ -47,6 +47,7 @@ type loadFlags struct {
 	output, saveRequests, csv string
 	embedRequests             bool
 	progress                  bool
+	linger                    time.Duration
 }
 
 func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
@@ -83,6 +84,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("save-requests", "Write one JSON line per measured request to this file.").StringVar(&f.saveRequests)
 	cmd.Flag("embed-requests", "Embed every measured request's raw record in the JSON report, as `merge` needs (on with --shard).").BoolVar(&f.embedRequests)
 	cmd.Flag("csv", "Write a CSV summary (one row per run) to this file.").StringVar(&f.csv)
+	cmd.Flag("linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).").Default("0s").DurationVar(&f.linger)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	return f
 }
@@ -178,6 +180,9 @@ func (f *loadFlags) build(maxConns int) (*setup, error) {
 		if s.dataset, err = workload.LoadDataset(f.dataset); err != nil {
 			return nil, err
 		}
+	}
+	if f.linger < 0 {
+		return nil, fmt.Errorf("--linger must not be negative, got %v", f.linger)
 	}
 	if f.maxTokens < 0 {
 		return nil, fmt.Errorf("--max-tokens must not be negative, got %d", f.maxTokens)

@@ -65,6 +65,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--input-tokens", "zipf:3"}, "--input-tokens"},
 		{[]string{"--shard", "4/2"}, "--shard"},
 		{[]string{"--cost.gpus", "0"}, "--cost.gpus"},
+		{[]string{"--linger=-1s"}, "--linger"},
 	} {
 		app := kingpin.New("t", "")
 		c := runCommand(app)
