@@ -111,7 +111,7 @@ levels:
 				RampUp: f.rampUp, Shard: s.shard, MaxConcurrency: f.maxConcurrency}
 			settings := report.Settings{Mode: p.mode, DurationSeconds: f.duration.Seconds(), Requests: f.requests,
 				WarmupSeconds: f.warmup.Seconds(), RampUpSeconds: f.rampUp.Seconds(), TimeoutSeconds: f.timeout.Seconds(),
-				Endpoint: f.endpoint, Model: f.model, InputTokens: f.inputTokens, OutputTokens: f.outputTokens,
+				Endpoint: f.endpoint, Timestamps: f.timestamps, Model: f.model, InputTokens: f.inputTokens, OutputTokens: f.outputTokens,
 				Dataset: meta.Dataset, MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS, Seed: f.seed, Shard: f.shard,
 				SLO: s.slo, Cost: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 			name := ""

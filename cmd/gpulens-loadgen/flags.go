@@ -26,6 +26,7 @@ type loadFlags struct {
 	target, model, endpoint, apiKeyFile, scenario string
 	timeout                                       time.Duration
 	continuousUsage                               bool
+	timestamps                                    string
 
 	arrival        string
 	burstiness     float64
@@ -60,6 +61,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("api-key-file", "File holding the API key (else $OPENAI_API_KEY). Never logged or reported.").StringVar(&f.apiKeyFile)
 	cmd.Flag("timeout", "Timeout of one request, from send to last byte.").Default("300s").DurationVar(&f.timeout)
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
+	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux and http:// targets; elsewhere falls back to read) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
 	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.scenario)
 	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)
@@ -193,6 +195,6 @@ func (f *loadFlags) build(maxConns int) (*setup, error) {
 		return nil, err
 	}
 	s.client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
-		ContinuousUsage: f.continuousUsage, MaxConns: maxConns}
+		ContinuousUsage: f.continuousUsage, MaxConns: maxConns, ReadTimestamps: f.timestamps == "read"}
 	return s, nil
 }

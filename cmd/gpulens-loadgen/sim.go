@@ -74,8 +74,12 @@ func simCommand(app *kingpin.Application) command {
 // accepting connections, lets streams in progress finish for up to
 // shutdownTimeout, and cuts the rest.
 func serveSim(ctx context.Context, ln net.Listener, s *simserver.Server, shutdownTimeout time.Duration, logger *slog.Logger) error {
+	// Arrivals are stamped with the kernel's receive time of each request
+	// (simserver.Listener), not when its handler got a CPU.
+	ln = simserver.Listener(ln)
 	srv := &http.Server{
 		Handler:           s.Handler(),
+		ConnContext:       simserver.ConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
 	}

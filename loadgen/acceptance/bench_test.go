@@ -36,6 +36,15 @@ const simEnv = "GPULENS_ACCEPTANCE_SIM"
 // simulator started overwrites it).
 const simProfileEnv = "GPULENS_ACCEPTANCE_SIM_CPUPROFILE"
 
+// simCPUsEnv, when set (a taskset CPU list such as "2,3"), pins the
+// simulator helper to those CPUs: with the benchmark itself started under
+// taskset on other CPUs, client and server stop competing for cores.
+const simCPUsEnv = "GPULENS_ACCEPTANCE_SIM_CPUS"
+
+// simReadStampsEnv, when set, makes the simulator stamp arrivals when its
+// handler starts instead of with the kernel's receive time (to compare).
+const simReadStampsEnv = "GPULENS_ACCEPTANCE_SIM_READ_STAMPS"
+
 // TestMain runs the simulator when the test binary is started as the
 // helper process: the load generator and the server it measures must not
 // share a Go runtime (or its RSS and CPU accounting).
@@ -79,7 +88,10 @@ func serveSim(js string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go sim.Run(ctx)
-	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: simserver.ConnContext}
+	if os.Getenv(simReadStampsEnv) == "" {
+		ln = simserver.Listener(ln)
+	}
 	go srv.Serve(ln)
 	fmt.Println(ln.Addr().String())
 	io.Copy(io.Discard, os.Stdin)
@@ -97,6 +109,9 @@ func startSim(b *testing.B, cfg simserver.Config) string {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if cpus := os.Getenv(simCPUsEnv); cpus != "" {
+		cmd = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^$")
+	}
 	// The simulator keeps the default garbage collector settings when the
 	// benchmark is run with GOGC set (to measure the load generator's).
 	cmd.Env = append(os.Environ(), simEnv+"="+string(js), "GOGC=")
@@ -252,12 +267,12 @@ func (a *accuracy) report(b *testing.B, cpu time.Duration) {
 	b.ReportMetric(cpu.Seconds()*1e6/float64(max(a.tokens, 1)), "cpu-µs/token")
 }
 
-// Stream shape of the accuracy benchmarks: TTFT 100 ms, one token every
-// 20 ms, 32 tokens, one token per chunk.
+// Stream shape of the accuracy benchmarks (the issue's): TTFT 50 ms, one
+// token every 5 ms, 64 tokens, one token per chunk.
 const (
-	accTTFT   = 100 * time.Millisecond
-	accITL    = 20 * time.Millisecond
-	accTokens = 32
+	accTTFT   = 50 * time.Millisecond
+	accITL    = 5 * time.Millisecond
+	accTokens = 64
 	accRounds = 2 // measured requests per stream per iteration
 	// accWarmup excludes each stream's first request, which opens its
 	// connection: the benchmarks measure the steady state of a sustained run.

@@ -45,8 +45,15 @@ type Config struct {
 	ContinuousUsage bool
 	// MaxConns sizes the connection pool; at least the concurrency.
 	MaxConns int
-	// Now is the clock; time.Now when nil.
+	// Now is the clock; time.Now when nil. An injected clock also turns
+	// kernel receive timestamps off (they come from the system clock).
 	Now func() time.Time
+	// ReadTimestamps stamps stream events when the client's read returns
+	// instead of with the kernel's receive time of their bytes. Kernel
+	// stamps (Linux, plain-HTTP targets) keep the load generator's own
+	// scheduling delays out of TTFT and inter-token latencies; this switch
+	// is there to compare the two.
+	ReadTimestamps bool
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
 }
@@ -75,6 +82,11 @@ type Result struct {
 	ErrorClass string // one of report.Err*; empty on success
 	Err        string
 	Canceled   bool // the run was stopped while the request was in flight
+
+	// KernelTimestamps: the first token's time is the kernel's receive
+	// time of its bytes (see Config.ReadTimestamps), not when the read
+	// returned.
+	KernelTimestamps bool
 
 	Model           string
 	PromptTokens    int
@@ -106,7 +118,12 @@ type Client struct {
 	bodies sync.Pool // *[]byte request bodies for h1
 }
 
+// kernelStamped is a response body that can tell whether its newest read
+// carried the kernel's receive timestamp.
+type kernelStamped interface{ Kernel() bool }
+
 type streamState struct {
+	kernel kernelStamped // nil: read-return times
 	rd     *sse.Reader
 	chunk  chunk
 	bytes  []int
@@ -180,6 +197,7 @@ func (c *Client) directHTTP(conns int) error {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	c.h1 = newH1Pool(addr, u.Host, conns+16)
+	c.h1.rx = !c.cfg.ReadTimestamps && c.cfg.Now == nil
 	c.path = u.RequestURI()
 	c.hdr = []byte("Content-Type: application/json\r\nAccept: text/event-stream\r\n")
 	if c.cfg.APIKey != "" {
@@ -298,6 +316,8 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 			return res
 		}
 		status, ctype, rbody = resp.status, resp.contentType, resp.body
+		// The status line's arrival, when the connection knows it.
+		res.FirstByte = resp.body.LastArrival()
 	} else {
 		body, _ := c.Body(r)
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -324,7 +344,9 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		status, ctype, rbody = resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body
 	}
 	defer rbody.Close()
-	res.FirstByte = c.now()
+	if res.FirstByte.IsZero() {
+		res.FirstByte = c.now()
+	}
 	res.Status = status
 	if status != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
@@ -346,6 +368,7 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		c.pool.Put(st)
 	}()
 	st.rd.Reset(rbody)
+	st.kernel, _ = rbody.(kernelStamped)
 	c.stream(ctx, st, &res)
 	if res.PromptTokens == 0 {
 		res.PromptTokens = r.InputTokens // the server did not say: our estimate
@@ -377,6 +400,9 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 	)
 	for {
 		ev, err := st.rd.Next()
+		if ev.At.Before(res.Sent) && !ev.At.IsZero() {
+			ev.At = res.Sent // never before the request (clock steps)
+		}
 		if err != nil {
 			res.End = st.rd.LastRead()
 			if res.End.IsZero() {
@@ -428,6 +454,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 		if p.contentBytes > 0 {
 			if res.FirstToken.IsZero() {
 				res.FirstToken = ev.At
+				res.KernelTimestamps = st.kernel != nil && st.kernel.Kernel()
 			}
 			res.ChunkOffsets = append(res.ChunkOffsets, int64(ev.At.Sub(res.Sent)))
 			st.bytes = append(st.bytes, p.contentBytes)

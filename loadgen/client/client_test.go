@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,9 +167,9 @@ func TestStreams(t *testing.T) {
 }
 
 func TestTimingAndAuth(t *testing.T) {
-	var auth string
+	var auth atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth = r.Header.Get("Authorization")
+		auth.Store(r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
 		io.WriteString(w, roleChunk) // role-only chunk right away: not a token
@@ -186,8 +187,8 @@ func TestTimingAndAuth(t *testing.T) {
 	if !res.OK() {
 		t.Fatal(res.Err)
 	}
-	if auth != "Bearer sk-test" {
-		t.Errorf("Authorization = %q", auth)
+	if a, _ := auth.Load().(string); a != "Bearer sk-test" {
+		t.Errorf("Authorization = %q", a)
 	}
 	// Sleeps only overrun: the bounds below are causal; the upper ones leave
 	// 50 ms for a loaded machine under -race.

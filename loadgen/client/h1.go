@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/rxstamp"
 )
 
 // h1Pool sends plain-HTTP/1.1 requests to one host and reads the answers on
@@ -26,6 +28,7 @@ type h1Pool struct {
 	host    string // Host header
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle int
+	rx      bool // read with kernel receive timestamps (internal/rxstamp)
 
 	mu   sync.Mutex
 	idle []*h1Conn
@@ -33,6 +36,7 @@ type h1Pool struct {
 
 type h1Conn struct {
 	nc  net.Conn
+	rx  *rxstamp.Conn // nc, when it records arrivals; else nil
 	br  *bufio.Reader
 	req []byte // request buffer, reused
 }
@@ -93,7 +97,12 @@ func (p *h1Pool) roundTrip(ctx context.Context, path string, headers, body []byt
 			if err != nil {
 				return nil, err
 			}
-			c = &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}
+			c = &h1Conn{nc: nc}
+			if p.rx {
+				c.rx = rxstamp.Wrap(nc)
+				c.nc = c.rx
+			}
+			c.br = bufio.NewReaderSize(c.nc, 16<<10)
 		}
 		resp, err := p.send(ctx, c, path, headers, body, deadline)
 		if err == nil {
@@ -373,6 +382,18 @@ func (b *h1Body) read(p []byte) (int, error) {
 		return n, err
 	}
 }
+
+// LastArrival is when the newest byte read from the connection arrived
+// (zero when the connection does not record arrivals): see sse.ArrivalSource.
+func (b *h1Body) LastArrival() time.Time {
+	if b.c.rx == nil {
+		return time.Time{}
+	}
+	return b.c.rx.LastArrival()
+}
+
+// Kernel reports whether the newest read carried a kernel timestamp.
+func (b *h1Body) Kernel() bool { return b.c.rx != nil && b.c.rx.Kernel() }
 
 // Close releases the connection.
 func (b *h1Body) Close() error {

@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/sse"
 )
 
 // rawServer accepts connections on 127.0.0.1 and answers every request on
@@ -249,5 +251,57 @@ func TestH1ReuseAndCancel(t *testing.T) {
 	res = c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
 	if res.ErrorClass != report.ErrTimeout {
 		t.Fatalf("class %q (%s), want timeout", res.ErrorClass, res.Err)
+	}
+}
+
+// With kernel receive timestamps, an event that waited in the socket is
+// stamped when it arrived, before the late read; with read-return times it
+// is stamped after the read started. Linux only (elsewhere both fall back).
+func TestH1ArrivalTimestamps(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("kernel receive timestamps are implemented on Linux only")
+	}
+	for _, tc := range []struct {
+		name   string
+		rx     bool
+		kernel bool
+	}{
+		{"kernel receive time", true, true},
+		{"read return time", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := append([]string{sseHead + "Transfer-Encoding: chunked\r\n\r\n"}, chunked(helloChunk, worldChunk, done)...)
+			srv := newRawServer(t, answer, answer)
+			p := newH1Pool(srv.ln.Addr().String(), srv.ln.Addr().String(), 4)
+			p.rx = tc.rx
+			// The first exchange opens the connection and lets the kernel
+			// turn receive timestamping on (rxstamp's package comment).
+			for round := 0; round < 2; round++ {
+				resp, err := p.roundTrip(context.Background(), "/v1/chat/completions", nil, []byte("{}"), time.Now().Add(10*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond) // the server writes everything meanwhile
+				readStart := time.Now()
+				rd := sse.NewReader(resp.body, 0, nil)
+				ev, err := rd.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				kernel := resp.body.Kernel()
+				_, _ = io.Copy(io.Discard, resp.body)
+				resp.body.Close()
+				if round == 0 {
+					continue
+				}
+				if kernel != tc.kernel {
+					t.Errorf("Kernel() = %v, want %v", kernel, tc.kernel)
+				}
+				if before := ev.At.Before(readStart); before != tc.kernel {
+					t.Errorf("first event at %v, the read started at %v: before = %v, want %v",
+						ev.At.Format(time.StampNano), readStart.Format(time.StampNano), before, tc.kernel)
+				}
+			}
+		})
 	}
 }

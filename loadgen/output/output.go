@@ -114,6 +114,7 @@ func Aggregate(reps []report.Run) report.Run {
 		s.InputTokensTotal += r.InputTokensTotal
 		s.OutputTokensTotal += r.OutputTokensTotal
 		s.UsageMismatches += r.UsageMismatches
+		s.KernelTimestamped += r.KernelTimestamped
 		s.TokensEstimated = s.TokensEstimated || r.TokensEstimated
 		s.RateNotAchieved = s.RateNotAchieved || r.RateNotAchieved
 		s.MaxInFlight = max(s.MaxInFlight, r.MaxInFlight)
@@ -202,6 +203,10 @@ func WriteTable(w io.Writer, d *report.Document) {
 	for _, r := range d.Runs {
 		if r.Summary.TokensEstimated {
 			fmt.Fprintf(w, "NOTE: %s: the server sent no usage; token counts are estimates (one per chunk)\n", r.Name)
+		}
+		if s := r.Summary; r.Settings.Timestamps == "kernel" && s.KernelTimestamped < s.RequestsCompleted {
+			fmt.Fprintf(w, "NOTE: %s: token times of %d of %d requests are when reads returned, not kernel receive times (those need Linux and an http:// target)\n",
+				r.Name, s.RequestsCompleted-s.KernelTimestamped, s.RequestsCompleted)
 		}
 	}
 }

@@ -160,6 +160,9 @@ type Request struct {
 	OutputTokens    int  `json:"output_tokens"`
 	TokensEstimated bool `json:"tokens_estimated,omitempty"`
 	UsageMismatch   bool `json:"usage_mismatch,omitempty"`
+	// KernelTimestamps: the token times are the kernel's receive times of
+	// the bytes, not when the load generator's reads returned.
+	KernelTimestamps bool `json:"kernel_timestamps,omitempty"`
 
 	ChunkOffsetsNanos []int64 `json:"chunk_offsets_ns,omitempty"`
 	ChunkTokens       []int32 `json:"chunk_tokens,omitempty"`
@@ -181,7 +184,10 @@ type Settings struct {
 	RampUpSeconds   float64 `json:"ramp_up_seconds,omitempty"`
 	TimeoutSeconds  float64 `json:"timeout_seconds"`
 
-	Endpoint     string `json:"endpoint"`
+	Endpoint string `json:"endpoint"`
+	// Timestamps is the requested source of token times: "kernel" or
+	// "read" (summary.kernel_timestamped_requests says how many got it).
+	Timestamps   string `json:"timestamps,omitempty"`
 	Model        string `json:"model"`
 	InputTokens  string `json:"input_tokens,omitempty"`
 	OutputTokens string `json:"output_tokens,omitempty"`
@@ -232,21 +238,24 @@ type Summary struct {
 	InputTokens                  Dist `json:"input_tokens"`
 	OutputTokens                 Dist `json:"output_tokens"`
 
-	DurationSeconds            float64 `json:"duration_seconds"`
-	InputTokensTotal           int64   `json:"input_tokens_total"`
-	OutputTokensTotal          int64   `json:"output_tokens_total"`
-	RequestThroughput          float64 `json:"request_throughput_per_second"`
-	OutputTokensPerSecond      float64 `json:"output_tokens_per_second"`
-	TotalTokensPerSecond       float64 `json:"total_tokens_per_second"`
-	GoodRequests               int     `json:"good_requests"`
-	GoodputPerSecond           float64 `json:"goodput_per_second"`
-	GoodputRatio               float64 `json:"goodput_ratio"`
-	TargetRatePerSecond        float64 `json:"target_rate_per_second,omitempty"`
-	AchievedRatePerSecond      float64 `json:"achieved_rate_per_second"`
-	RateNotAchieved            bool    `json:"rate_not_achieved"`
-	ScheduleLag                Dist    `json:"schedule_lag_seconds"`
-	TokensEstimated            bool    `json:"tokens_estimated"`
-	UsageMismatches            int     `json:"usage_mismatches"`
+	DurationSeconds       float64 `json:"duration_seconds"`
+	InputTokensTotal      int64   `json:"input_tokens_total"`
+	OutputTokensTotal     int64   `json:"output_tokens_total"`
+	RequestThroughput     float64 `json:"request_throughput_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	TotalTokensPerSecond  float64 `json:"total_tokens_per_second"`
+	GoodRequests          int     `json:"good_requests"`
+	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	GoodputRatio          float64 `json:"goodput_ratio"`
+	TargetRatePerSecond   float64 `json:"target_rate_per_second,omitempty"`
+	AchievedRatePerSecond float64 `json:"achieved_rate_per_second"`
+	RateNotAchieved       bool    `json:"rate_not_achieved"`
+	ScheduleLag           Dist    `json:"schedule_lag_seconds"`
+	TokensEstimated       bool    `json:"tokens_estimated"`
+	UsageMismatches       int     `json:"usage_mismatches"`
+	// KernelTimestamped counts the completed requests whose token times
+	// are kernel receive times (the rest: when the reads returned).
+	KernelTimestamped          int     `json:"kernel_timestamped_requests"`
 	Cost                       Cost    `json:"cost"`
 	MaxInFlight                int     `json:"max_in_flight"`
 	MeasuredConcurrencyAverage float64 `json:"measured_concurrency_average"`

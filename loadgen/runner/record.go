@@ -19,7 +19,7 @@ func Record(r *client.Result, start time.Time) report.Request {
 	rec := report.Request{Index: r.Index, IntendedNanos: rel(r.Intended), SentNanos: rel(r.Sent), FirstByteNanos: rel(r.FirstByte),
 		FirstTokenNanos: rel(r.FirstToken), EndNanos: rel(r.End), Status: r.Status, ErrorClass: r.ErrorClass, Error: r.Err,
 		Model: r.Model, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, TokensEstimated: r.TokensEstimated,
-		UsageMismatch: r.UsageMismatch, ChunkTokens: r.ChunkTokens}
+		UsageMismatch: r.UsageMismatch, KernelTimestamps: r.KernelTimestamps, ChunkTokens: r.ChunkTokens}
 	if len(r.ChunkOffsets) > 0 {
 		rec.ChunkOffsetsNanos = r.ChunkOffsets
 	}
@@ -40,5 +40,5 @@ func FromRecord(rec *report.Request, start time.Time) client.Result {
 		FirstByte: abs(rec.FirstByteNanos), FirstToken: abs(rec.FirstTokenNanos), End: start.Add(time.Duration(rec.EndNanos)),
 		Status: rec.Status, ErrorClass: rec.ErrorClass, Err: rec.Error, Model: rec.Model, PromptTokens: rec.PromptTokens,
 		OutputTokens: rec.OutputTokens, TokensEstimated: rec.TokensEstimated, UsageMismatch: rec.UsageMismatch,
-		ChunkOffsets: rec.ChunkOffsetsNanos, ChunkTokens: rec.ChunkTokens}
+		KernelTimestamps: rec.KernelTimestamps, ChunkOffsets: rec.ChunkOffsetsNanos, ChunkTokens: rec.ChunkTokens}
 }

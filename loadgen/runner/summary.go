@@ -60,6 +60,9 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 		if r.UsageMismatch {
 			s.UsageMismatches++
 		}
+		if r.KernelTimestamps {
+			s.KernelTimestamped++
+		}
 		in := r.PromptTokens
 		s.InputTokensTotal += int64(in)
 		s.OutputTokensTotal += int64(r.OutputTokens)

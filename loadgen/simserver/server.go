@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpulens/gpulens/internal/rxstamp"
 )
 
 const (
@@ -158,8 +161,37 @@ type generateRequest struct {
 	} `json:"stream_options"`
 }
 
+// Listener wraps ln so that the simulator stamps each request's arrival
+// with the kernel's receive time of its bytes (internal/rxstamp) rather than
+// when its handler started, which on a busy machine can be milliseconds
+// later. It needs ConnContext as the http.Server's ConnContext.
+func Listener(ln net.Listener) net.Listener { return rxstamp.Listener{Listener: ln} }
+
+type connKey struct{}
+
+// ConnContext is the http.Server ConnContext that goes with Listener.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if rc, ok := c.(*rxstamp.Conn); ok {
+		return context.WithValue(ctx, connKey{}, rc)
+	}
+	return ctx
+}
+
+// arrivalTime is when the request on hr arrived: the receive time of the
+// newest byte read from its connection when the server was set up with
+// Listener and ConnContext, else now.
+func arrivalTime(hr *http.Request) time.Time {
+	now := time.Now()
+	if rc, ok := hr.Context().Value(connKey{}).(*rxstamp.Conn); ok {
+		if at := rc.LastArrival(); !at.IsZero() && at.Before(now) {
+			return at
+		}
+	}
+	return now
+}
+
 func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat bool) {
-	arrival := time.Now()
+	arrival := arrivalTime(hr)
 	body, err := io.ReadAll(http.MaxBytesReader(w, hr.Body, maxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("reading request body: %v", err))

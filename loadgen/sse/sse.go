@@ -1,6 +1,7 @@
 // Package sse reads Server-Sent Events streams as sent by OpenAI-compatible
 // inference servers, timestamping every event with the moment the read that
-// completed it returned.
+// completed it returned, or with when its bytes arrived where the source
+// knows that (ArrivalSource).
 //
 // The reader follows the WHATWG event-stream rules that matter for these
 // servers: lines end in LF, CRLF or a lone CR; lines starting with ':' are
@@ -25,19 +26,40 @@ const DefaultBufferSize = 16 << 10
 type Event struct {
 	Name []byte
 	Data []byte
-	// At is when the read that delivered the event's last byte returned.
+	// At is when the read that delivered the event's last byte returned
+	// (with an ArrivalSource: when the newest byte read so far arrived).
 	At time.Time
 }
 
-// timedReader records the time each Read returns.
+// ArrivalSource is a source that knows when the bytes it returned arrived,
+// for example from the kernel's receive timestamps (internal/rxstamp). A
+// Reader reading from one stamps events with LastArrival instead of the
+// time its read returned, so that its own scheduling delays stay out of the
+// measurement.
+type ArrivalSource interface {
+	io.Reader
+	// LastArrival is when the newest byte returned so far arrived; zero
+	// when unknown.
+	LastArrival() time.Time
+}
+
+// timedReader records the time each Read returns, or the source's arrival
+// time when it has one.
 type timedReader struct {
 	r    io.Reader
+	src  ArrivalSource // r, when it is one
 	now  func() time.Time
 	last time.Time
 }
 
 func (t *timedReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
+	if t.src != nil {
+		if at := t.src.LastArrival(); !at.IsZero() {
+			t.last = at
+			return n, err
+		}
+	}
 	t.last = t.now()
 	return n, err
 }
@@ -65,6 +87,7 @@ func NewReader(r io.Reader, bufSize int, now func() time.Time) *Reader {
 		bufSize = DefaultBufferSize
 	}
 	rd := &Reader{tr: timedReader{r: r, now: now}}
+	rd.tr.src, _ = r.(ArrivalSource)
 	rd.br = bufio.NewReaderSize(&rd.tr, bufSize)
 	return rd
 }
@@ -72,6 +95,7 @@ func NewReader(r io.Reader, bufSize int, now func() time.Time) *Reader {
 // Reset discards all state and reads from r.
 func (r *Reader) Reset(src io.Reader) {
 	r.tr.r = src
+	r.tr.src, _ = src.(ArrivalSource)
 	r.tr.last = time.Time{}
 	r.br.Reset(&r.tr)
 	r.long = r.long[:0]

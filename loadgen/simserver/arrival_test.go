@@ -1,0 +1,87 @@
+package simserver
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Served through Listener and ConnContext, a request's arrival is the
+// kernel's receive time of its bytes: a request whose handler starts late
+// (here: a wrapper sleeps 100 ms first) is stamped when it arrived, not
+// when it was served. Without them it is stamped when the handler started.
+func TestArrivalIsTheKernelReceiveTime(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("kernel receive timestamps are implemented on Linux only")
+	}
+	const delay = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		kernel bool
+	}{{"kernel receive time", true}, {"handler start", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go s.Run(ctx)
+			defer s.Close()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			late := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(delay)
+				s.Handler().ServeHTTP(w, r)
+			})
+			srv := &http.Server{Handler: late}
+			if tc.kernel {
+				srv.ConnContext = ConnContext
+				ln = Listener(ln)
+			}
+			go srv.Serve(ln)
+			defer srv.Close()
+
+			cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			body := `{"model":"` + DefaultModel + `","prompt":"hi","max_tokens":2}`
+			// The first request opens the connection and lets the kernel
+			// turn receive timestamps on (internal/rxstamp's comment).
+			for round := 0; round < 2; round++ {
+				sent := time.Now()
+				resp, err := cl.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %s", resp.Status)
+				}
+				ns, err := strconv.ParseInt(resp.Header.Get("X-Sim-Arrival"), 10, 64)
+				if err != nil {
+					t.Fatalf("X-Sim-Arrival %q: %v", resp.Header.Get("X-Sim-Arrival"), err)
+				}
+				if round == 0 {
+					continue
+				}
+				after := time.Unix(0, ns).Sub(sent)
+				if after < 0 {
+					t.Errorf("arrival %v before the request was sent", -after)
+				}
+				if early := after < delay; early != tc.kernel {
+					t.Errorf("arrival %v after the send (the handler started %v after it): before the handler = %v, want %v",
+						after, delay, early, tc.kernel)
+				}
+			}
+		})
+	}
+}
