@@ -104,6 +104,12 @@ func serveSim(js string) int {
 // startSim starts the simulator helper process and returns its /v1 URL.
 func startSim(b *testing.B, cfg simserver.Config) string {
 	b.Helper()
+	return startSimEnv(b, cfg)
+}
+
+// startSimEnv is startSim with extra environment variables for the helper.
+func startSimEnv(b *testing.B, cfg simserver.Config, env ...string) string {
+	b.Helper()
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -114,7 +120,7 @@ func startSim(b *testing.B, cfg simserver.Config) string {
 	}
 	// The simulator keeps the default garbage collector settings when the
 	// benchmark is run with GOGC set (to measure the load generator's).
-	cmd.Env = append(os.Environ(), simEnv+"="+string(js), "GOGC=")
+	cmd.Env = append(append(os.Environ(), simEnv+"="+string(js), "GOGC="), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -153,8 +159,14 @@ func newWorkload(outTokens int) *workload.Workload {
 
 func newClient(b *testing.B, url string, conns int) *client.Client {
 	b.Helper()
+	return newClientStamps(b, url, conns, false)
+}
+
+// newClientStamps is newClient with read-return timestamps when read is set.
+func newClientStamps(b *testing.B, url string, conns int, read bool) *client.Client {
+	b.Helper()
 	cl, err := client.New(client.Config{BaseURL: url, Endpoint: client.EndpointChat, Model: simserver.DefaultModel,
-		Timeout: 2 * time.Minute, MaxConns: conns})
+		Timeout: 2 * time.Minute, MaxConns: conns, ReadTimestamps: read})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -223,7 +235,12 @@ func peakRSS() (stop func() float64) {
 // the ITL error compares the client's token-level ITL distribution with the
 // server's gaps between writing consecutive chunks. Milliseconds.
 type accuracy struct {
-	ttftErr           []float64
+	ttftErr []float64
+	// The TTFT error's two parts: server arrival − client send (the
+	// request's way there), and client first token − server's first
+	// content write (the token's way back, kernel delivery included).
+	sendToArrival, writeToClient []float64
+	kernelStamped                int
 	clientITL, srvITL []float64
 	collapsed         int // client ITL values under 10 % of the injected ITL
 	tokens, failed    int
@@ -244,6 +261,11 @@ func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration)
 		srv := r.Sim.ChunkUnixNanos
 		cli := float64(r.FirstToken.Sub(r.Sent)) / 1e6
 		a.ttftErr = append(a.ttftErr, cli-float64(srv[0]-r.Sim.ArrivalUnixNano)/1e6)
+		a.sendToArrival = append(a.sendToArrival, float64(r.Sim.ArrivalUnixNano-r.Sent.UnixNano())/1e6)
+		a.writeToClient = append(a.writeToClient, float64(r.FirstToken.UnixNano()-srv[0])/1e6)
+		if r.KernelTimestamps {
+			a.kernelStamped++
+		}
 		for j := 1; j < len(srv); j++ {
 			a.srvITL = append(a.srvITL, float64(srv[j]-srv[j-1])/1e6)
 		}
@@ -260,6 +282,9 @@ func (a *accuracy) report(b *testing.B, cpu time.Duration) {
 	td, cd, sd := stats.Dist(a.ttftErr), stats.Dist(a.clientITL), stats.Dist(a.srvITL)
 	b.ReportMetric(td.P50, "ttft-err-p50-ms")
 	b.ReportMetric(td.P99, "ttft-err-p99-ms")
+	b.ReportMetric(stats.Dist(a.sendToArrival).P99, "send-to-arrival-p99-ms")
+	b.ReportMetric(stats.Dist(a.writeToClient).P99, "write-to-client-p99-ms")
+	b.ReportMetric(float64(a.kernelStamped)/float64(max(len(a.ttftErr), 1)), "kernel-stamped-ratio")
 	b.ReportMetric(cd.P50-sd.P50, "itl-err-p50-ms")
 	b.ReportMetric(cd.P99-sd.P99, "itl-err-p99-ms")
 	b.ReportMetric(float64(a.collapsed)/float64(max(len(a.clientITL), 1)), "itl-collapsed-ratio")
@@ -282,31 +307,50 @@ const (
 // BenchmarkStreamAccuracy runs N concurrent streams (closed loop) against
 // the fixed-delay simulator in another process and reports the TTFT and
 // ITL error against the server's timestamps, and the load generator's CPU
-// per streamed token over real TCP.
+// per streamed token over real TCP. Token times are the kernel's receive
+// timestamps (the default), and so are the simulator's arrivals.
 func BenchmarkStreamAccuracy(b *testing.B) {
 	for _, streams := range []int{32, 256, 512, 1000} {
-		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			url := startSim(b, simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
-			cl := newClient(b, url, streams)
-			wl := newWorkload(accTokens)
-			var all accuracy
-			var cpu time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				c0 := cpuTime()
-				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
-					Warmup: accWarmup},
-					cl, wl, nil)
-				cpu += cpuTime() - c0
-				if err != nil {
-					b.Fatal(err)
-				}
-				all.add(b, out.Results, accITL)
-			}
-			b.StopTimer()
-			all.report(b, cpu)
-		})
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) { streamAccuracy(b, streams, false) })
 	}
+}
+
+// BenchmarkStreamAccuracyReadStamps is BenchmarkStreamAccuracy with token
+// times taken when the client's reads return, and arrivals when the
+// simulator's handler starts (--timestamps read): what the load generator
+// measured before it used the kernel's receive timestamps.
+func BenchmarkStreamAccuracyReadStamps(b *testing.B) {
+	for _, streams := range []int{32, 512} {
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) { streamAccuracy(b, streams, true) })
+	}
+}
+
+func streamAccuracy(b *testing.B, streams int, readStamps bool) {
+	cfg := simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1}
+	var url string
+	if readStamps {
+		url = startSimEnv(b, cfg, simReadStampsEnv+"=1")
+	} else {
+		url = startSimEnv(b, cfg)
+	}
+	cl := newClientStamps(b, url, streams, readStamps)
+	wl := newWorkload(accTokens)
+	var all accuracy
+	var cpu time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c0 := cpuTime()
+		out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
+			Warmup: accWarmup},
+			cl, wl, nil)
+		cpu += cpuTime() - c0
+		if err != nil {
+			b.Fatal(err)
+		}
+		all.add(b, out.Results, accITL)
+	}
+	b.StopTimer()
+	all.report(b, cpu)
 }
 
 // plainDoer is the comparison baseline: the client most people write first
