@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,6 +29,8 @@ type loadFlags struct {
 	timeout                                       time.Duration
 	continuousUsage                               bool
 	timestamps                                    string
+	tlsCAFile                                     string
+	tlsInsecure                                   bool
 
 	arrival        string
 	burstiness     float64
@@ -61,7 +65,9 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("api-key-file", "File holding the API key (else $OPENAI_API_KEY). Never logged or reported.").StringVar(&f.apiKeyFile)
 	cmd.Flag("timeout", "Timeout of one request, from send to last byte.").Default("300s").DurationVar(&f.timeout)
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
-	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux and http:// targets; elsewhere falls back to read) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
+	cmd.Flag("tls.ca-file", "PEM file of CA certificates to trust for an https:// target (instead of the system's).").StringVar(&f.tlsCAFile)
+	cmd.Flag("tls.insecure-skip-verify", "Do not verify an https:// target's certificate (test servers only).").BoolVar(&f.tlsInsecure)
+	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
 	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.scenario)
 	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)
@@ -137,6 +143,26 @@ func parseLevels(flag, s string) ([]float64, error) {
 	return out, nil
 }
 
+// tlsConfig is the client TLS configuration from --tls.*; nil: defaults.
+func (f *loadFlags) tlsConfig() (*tls.Config, error) {
+	if f.tlsCAFile == "" && !f.tlsInsecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: f.tlsInsecure} //nolint:gosec // asked for by the flag
+	if f.tlsCAFile != "" {
+		pem, err := os.ReadFile(f.tlsCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls.ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls.ca-file %s: no PEM certificates in it", f.tlsCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
 func (f *loadFlags) apiKey() (string, error) {
 	if f.apiKeyFile != "" {
 		b, err := os.ReadFile(f.apiKeyFile)
@@ -194,7 +220,11 @@ func (f *loadFlags) build(maxConns int) (*setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	s.client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
-		ContinuousUsage: f.continuousUsage, MaxConns: maxConns, ReadTimestamps: f.timestamps == "read"}
+		ContinuousUsage: f.continuousUsage, MaxConns: maxConns, ReadTimestamps: f.timestamps == "read", TLS: tlsCfg}
 	return s, nil
 }

@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpulens/gpulens/internal/rxstamp"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
 )
@@ -54,6 +57,8 @@ type Config struct {
 	// scheduling delays out of TTFT and inter-token latencies; this switch
 	// is there to compare the two.
 	ReadTimestamps bool
+	// TLS configures https targets (CA, verification); nil: system roots.
+	TLS *tls.Config
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
 }
@@ -113,9 +118,36 @@ type Client struct {
 	// or a test transport); path and hdr are its request line's target and
 	// its fixed header lines.
 	h1     *h1Pool
+	rxHTTP bool // net/http connections are rxstamp connections
 	path   string
 	hdr    []byte
 	bodies sync.Pool // *[]byte request bodies for h1
+}
+
+// rxBody is a net/http response body read from an rxstamp connection
+// (through TLS, when https): an sse.ArrivalSource.
+type rxBody struct {
+	io.ReadCloser
+	rx *rxstamp.Conn
+}
+
+func (b *rxBody) LastArrival() time.Time { return b.rx.LastArrival() }
+func (b *rxBody) Kernel() bool           { return b.rx.Kernel() }
+
+// rxConnOf finds the rxstamp connection under c (a TLS connection's
+// NetConn, for https), or nil.
+func rxConnOf(c net.Conn) *rxstamp.Conn {
+	for c != nil {
+		switch v := c.(type) {
+		case *rxstamp.Conn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // kernelStamped is a response body that can tell whether its newest read
@@ -154,10 +186,24 @@ func New(cfg Config) (*Client, error) {
 	}
 	tr := cfg.Transport
 	conns := max(cfg.MaxConns, 1)
+	// Kernel receive timestamps need the real clock and our own dialer.
+	rxHTTP := tr == nil && !cfg.ReadTimestamps && cfg.Now == nil
 	if tr == nil {
+		dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		if rxHTTP {
+			plain := dial
+			dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				nc, err := plain(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return rxstamp.Wrap(nc), nil
+			}
+		}
 		tr = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           dial,
+			TLSClientConfig:       cfg.TLS,
 			MaxIdleConns:          conns + 16,
 			MaxIdleConnsPerHost:   conns + 16,
 			IdleConnTimeout:       90 * time.Second,
@@ -168,7 +214,7 @@ func New(cfg Config) (*Client, error) {
 			ExpectContinueTimeout: 0,
 		}
 	}
-	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now}
+	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now, rxHTTP: rxHTTP}
 	if cfg.Transport == nil {
 		if err := c.directHTTP(conns); err != nil {
 			return nil, err
@@ -334,6 +380,13 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		if c.cfg.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
 		}
+		// Which connection answers: its receive timestamps time the body.
+		var rx *rxstamp.Conn
+		if c.rxHTTP {
+			req = req.WithContext(httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+				GotConn: func(info httptrace.GotConnInfo) { rx = rxConnOf(info.Conn) },
+			}))
+		}
 		res.Sent = c.now()
 		resp, err := c.http.Do(req)
 		if err != nil {
@@ -342,6 +395,10 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 			return res
 		}
 		status, ctype, rbody = resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body
+		if rx != nil {
+			rbody = &rxBody{ReadCloser: resp.Body, rx: rx}
+			res.FirstByte = rx.LastArrival()
+		}
 	}
 	defer rbody.Close()
 	if res.FirstByte.IsZero() {

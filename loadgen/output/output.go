@@ -205,7 +205,7 @@ func WriteTable(w io.Writer, d *report.Document) {
 			fmt.Fprintf(w, "NOTE: %s: the server sent no usage; token counts are estimates (one per chunk)\n", r.Name)
 		}
 		if s := r.Summary; r.Settings.Timestamps == "kernel" && s.KernelTimestamped < s.RequestsCompleted {
-			fmt.Fprintf(w, "NOTE: %s: token times of %d of %d requests are when reads returned, not kernel receive times (those need Linux and an http:// target)\n",
+			fmt.Fprintf(w, "NOTE: %s: token times of %d of %d requests are when reads returned, not kernel receive times (those need Linux)\n",
 				r.Name, s.RequestsCompleted-s.KernelTimestamped, s.RequestsCompleted)
 		}
 	}

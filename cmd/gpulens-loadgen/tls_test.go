@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"net/http/httptest"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/simserver"
+)
+
+func TestTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		f        loadFlags
+		wantErr  string
+		wantNil  bool
+		insecure bool
+	}{
+		{name: "none", wantNil: true},
+		{name: "missing CA file", f: loadFlags{tlsCAFile: filepath.Join(dir, "nope.pem")}, wantErr: "--tls.ca-file"},
+		{name: "CA file without PEM", f: loadFlags{tlsCAFile: notPEM}, wantErr: "--tls.ca-file " + notPEM + ": no PEM certificates"},
+		{name: "insecure", f: loadFlags{tlsInsecure: true}, insecure: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.f.tlsConfig()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (cfg == nil) != tc.wantNil {
+				t.Fatalf("config %+v, want nil: %v", cfg, tc.wantNil)
+			}
+			if cfg != nil && cfg.InsecureSkipVerify != tc.insecure {
+				t.Errorf("InsecureSkipVerify = %v", cfg.InsecureSkipVerify)
+			}
+		})
+	}
+}
+
+// A run against an https simulator whose certificate only --tls.ca-file
+// makes trusted: without the flag every request fails to connect; with it
+// they all complete, with kernel receive timestamps on Linux.
+func TestRunHTTPSWithCAFile(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	sim, err := simserver.New(simserver.Config{FixedTTFT: 5_000_000, FixedITL: 1_000_000, TokensPerChunk: 1, RoleChunk: true, Seed: 1}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sim.Run(ctx)
+	defer sim.Close()
+	srv := httptest.NewTLSServer(sim.Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		extra     []string
+		completed int
+	}{
+		{"untrusted certificate", nil, 0},
+		{"trusted with --tls.ca-file", []string{"--tls.ca-file", ca}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+			app := kingpin.New("t", "")
+			c := runCommand(app)
+			args := append([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", srv.URL + "/v1", "--model", simserver.DefaultModel,
+				"--concurrency", "2", "--requests", "6", "--output-tokens", "fixed:4", "--ignore-eos", "--output", out, "--no-progress"}, tc.extra...)
+			if _, err := app.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.run(ctx, logger) // a run whose requests all fail still writes its report
+			d, err := report.Read(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := d.Runs[0].Summary
+			if s.RequestsCompleted != tc.completed || s.RequestsCompleted+s.RequestsFailed != 6 {
+				t.Fatalf("completed %d failed %d (%v), want %d completed", s.RequestsCompleted, s.RequestsFailed, s.Errors, tc.completed)
+			}
+			if tc.completed == 0 && s.Errors["connect"] != 6 {
+				t.Errorf("errors %v, want 6 connect errors", s.Errors)
+			}
+			if tc.completed > 0 && d.Runs[0].Settings.Timestamps != "kernel" {
+				t.Errorf("settings timestamps %q", d.Runs[0].Settings.Timestamps)
+			}
+			// The first segments after the kernel turns timestamping on
+			// may carry none (internal/rxstamp); the rest do.
+			if tc.completed > 0 && runtime.GOOS == "linux" && s.KernelTimestamped == 0 {
+				t.Errorf("no request had kernel timestamps through TLS")
+			}
+		})
+	}
+}
