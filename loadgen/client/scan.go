@@ -18,37 +18,16 @@ import (
 // back to encoding/json. FuzzScanChunk checks the equivalence.
 func scanChunk(data []byte, p *parsed) bool {
 	s := scanner{b: data}
-	s.ws()
-	if !s.objectStart() {
+	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	for first := true; ; first = false {
-		key, ok, end := s.nextKey(first)
-		if !ok {
-			return false
-		}
-		if end {
-			break
-		}
-		var bit uint8
-		switch k := keyID(key, topKeys); k {
-		case keyUnsure:
-			return false
-		case keyOther:
-			if !s.skip(0) {
-				return false
-			}
-			continue
-		default:
-			bit = 1 << k
-		}
-		if seen&bit != 0 {
-			return false // duplicate: encoding/json keeps the last
-		}
-		seen |= bit
-		switch bit {
-		case 1 << topModel:
+	o := object{keys: topKeys}
+	for {
+		switch k := s.next(&o); k {
+		case endObject, badObject:
+			s.ws()
+			return k == endObject && s.i == len(s.b)
+		case topModel:
 			if s.null() {
 				continue
 			}
@@ -57,11 +36,11 @@ func scanChunk(data []byte, p *parsed) bool {
 				return false
 			}
 			p.model = raw
-		case 1 << topChoices:
+		case topChoices:
 			if !s.choices(p) {
 				return false
 			}
-		case 1 << topUsage:
+		case topUsage:
 			if s.null() {
 				continue
 			}
@@ -69,17 +48,15 @@ func scanChunk(data []byte, p *parsed) bool {
 				return false
 			}
 			p.hasUsage = true
-		case 1 << topError, 1 << topSim:
+		case topError, topSim:
 			if !s.null() {
 				return false // rare: let encoding/json decode it
 			}
 		}
 	}
-	s.ws()
-	return s.i == len(s.b)
 }
 
-// Key tables: the index in the table is the key's id.
+// Key tables: a key's id is its index in its table.
 const (
 	topModel = iota
 	topChoices
@@ -88,11 +65,22 @@ const (
 	topSim
 )
 
+const (
+	choiceDelta = iota
+	choiceText
+	choiceFinish
+)
+
+const (
+	deltaRole   = 3 // the other delta keys are content
+	usagePrompt = 0
+)
+
 var (
-	topKeys    = []string{"model", "choices", "usage", "error", "gpulens_sim"}
-	choiceKeys = []string{"delta", "text", "finish_reason"}
-	deltaKeys  = []string{"content", "reasoning_content", "reasoning", "role"}
-	usageKeys  = []string{"prompt_tokens", "completion_tokens"}
+	topKeys    = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
+	choiceKeys = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
+	deltaKeys  = []string{"content", "reasoning_content", "reasoning", deltaRole: "role"}
+	usageKeys  = []string{usagePrompt: "prompt_tokens", "completion_tokens"}
 )
 
 const (
@@ -152,32 +140,73 @@ func (s *scanner) consume(c byte) bool {
 	return false
 }
 
-func (s *scanner) objectStart() bool { return s.consume('{') }
+// object walks the members of an object whose '{' has been read.
+type object struct {
+	keys  []string // the keys of ours, by id
+	depth int      // the depth passed to skip for the values of other keys
+	seen  uint8    // the ids read so far
+	more  bool     // past the first member
+}
 
-// nextKey reads the next key of an object and its colon. first is true for
-// the first key, right after '{'. end is true at the closing '}'.
-func (s *scanner) nextKey(first bool) (key []byte, ok, end bool) {
+const (
+	endObject = -1 // next: the object ended
+	badObject = -2 // next: invalid JSON, or a key to leave to encoding/json
+)
+
+// next skips the members whose keys are not ours and returns the id of the
+// next key of ours with the scanner at its value, endObject after the
+// closing '}', or badObject.
+func (s *scanner) next(o *object) int {
+	for {
+		ok, end := s.more('}', !o.more)
+		o.more = true
+		if !ok {
+			return badObject
+		}
+		if end {
+			return endObject
+		}
+		key, ok := s.str()
+		if !ok || !s.consume(':') {
+			return badObject
+		}
+		s.ws()
+		switch k := keyID(key, o.keys); k {
+		case keyUnsure:
+			return badObject
+		case keyOther:
+			if !s.skip(o.depth) {
+				return badObject
+			}
+		default:
+			if o.seen&(1<<k) != 0 {
+				return badObject // duplicate: encoding/json keeps the last
+			}
+			o.seen |= 1 << k
+			return k
+		}
+	}
+}
+
+// more moves to the next member of an object or array whose opening bracket
+// has been read; first is true right after that bracket. end is true after
+// the closing bracket, close.
+func (s *scanner) more(close byte, first bool) (ok, end bool) {
 	s.ws()
 	if s.i >= len(s.b) {
-		return nil, false, false
+		return false, false
 	}
-	if s.b[s.i] == '}' {
+	if s.b[s.i] == close {
 		s.i++
-		return nil, true, true
+		return true, true
 	}
 	if !first {
 		if s.b[s.i] != ',' {
-			return nil, false, false
+			return false, false
 		}
 		s.i++
-		s.ws()
 	}
-	key, ok = s.str()
-	if !ok || !s.consume(':') {
-		return nil, false, false
-	}
-	s.ws()
-	return key, true, false
+	return true, false
 }
 
 // null consumes a null literal if one is next (after white space).
@@ -236,16 +265,13 @@ func isHex(c byte) bool {
 
 // textLen reads a string or null and returns the length in bytes of the
 // string encoding/json would decode (escapes resolved, invalid UTF-8 and
-// unpaired surrogates replaced by U+FFFD).
-func (s *scanner) textLen() (n int, isNull, ok bool) {
+// unpaired surrogates replaced by U+FFFD; null: 0).
+func (s *scanner) textLen() (n int, ok bool) {
 	if s.null() {
-		return 0, true, true
+		return 0, true
 	}
 	raw, ok := s.str()
-	if !ok {
-		return 0, false, false
-	}
-	return decodedLen(raw), false, true
+	return decodedLen(raw), ok
 }
 
 // decodedLen mirrors encoding/json's unquote for a validated raw string.
@@ -309,26 +335,11 @@ func (s *scanner) choices(p *parsed) bool {
 	if !s.consume('[') {
 		return false
 	}
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return true
-	}
-	for {
+	for first := true; ; first = false {
+		if ok, end := s.more(']', first); !ok || end {
+			return ok
+		}
 		if !s.choice(p) {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return true
-		default:
 			return false
 		}
 	}
@@ -339,49 +350,26 @@ func (s *scanner) choice(p *parsed) bool {
 	if s.null() {
 		return true
 	}
-	if !s.objectStart() {
+	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	for first := true; ; first = false {
-		key, ok, end := s.nextKey(first)
-		if !ok {
-			return false
-		}
-		if end {
-			return true
-		}
-		k := keyID(key, choiceKeys)
-		switch k {
-		case keyUnsure:
-			return false
-		case keyOther:
-			if !s.skip(1) {
-				return false
-			}
-			continue
-		}
-		if seen&(1<<k) != 0 {
-			return false
-		}
-		seen |= 1 << k
-		switch choiceKeys[k] {
-		case "delta":
+	o := object{keys: choiceKeys, depth: 1}
+	for {
+		switch k := s.next(&o); k {
+		case endObject, badObject:
+			return k == endObject
+		case choiceDelta:
 			if !s.delta(p) {
 				return false
 			}
-		case "text":
-			n, _, ok := s.textLen()
+		case choiceText, choiceFinish:
+			n, ok := s.textLen()
 			if !ok {
 				return false
 			}
-			p.contentBytes += n
-		case "finish_reason":
-			n, _, ok := s.textLen()
-			if !ok {
-				return false
-			}
-			if n > 0 {
+			if k == choiceText {
+				p.contentBytes += n
+			} else if n > 0 {
 				p.finished = true
 			}
 		}
@@ -393,37 +381,20 @@ func (s *scanner) delta(p *parsed) bool {
 	if s.null() {
 		return true
 	}
-	if !s.objectStart() {
+	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	for first := true; ; first = false {
-		key, ok, end := s.nextKey(first)
+	o := object{keys: deltaKeys, depth: 2}
+	for {
+		k := s.next(&o)
+		if k < 0 {
+			return k == endObject
+		}
+		n, ok := s.textLen()
 		if !ok {
 			return false
 		}
-		if end {
-			return true
-		}
-		k := keyID(key, deltaKeys)
-		switch k {
-		case keyUnsure:
-			return false
-		case keyOther:
-			if !s.skip(2) {
-				return false
-			}
-			continue
-		}
-		if seen&(1<<k) != 0 {
-			return false
-		}
-		seen |= 1 << k
-		n, _, ok := s.textLen()
-		if !ok {
-			return false
-		}
-		if deltaKeys[k] != "role" {
+		if k != deltaRole {
 			p.contentBytes += n
 		}
 	}
@@ -431,32 +402,15 @@ func (s *scanner) delta(p *parsed) bool {
 
 // usage reads a usage object.
 func (s *scanner) usage(u *Usage) bool {
-	if !s.objectStart() {
+	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	for first := true; ; first = false {
-		key, ok, end := s.nextKey(first)
-		if !ok {
-			return false
+	o := object{keys: usageKeys, depth: 1}
+	for {
+		k := s.next(&o)
+		if k < 0 {
+			return k == endObject
 		}
-		if end {
-			return true
-		}
-		k := keyID(key, usageKeys)
-		switch k {
-		case keyUnsure:
-			return false
-		case keyOther:
-			if !s.skip(1) {
-				return false
-			}
-			continue
-		}
-		if seen&(1<<k) != 0 {
-			return false
-		}
-		seen |= 1 << k
 		if s.null() {
 			continue // encoding/json leaves the field alone: 0
 		}
@@ -464,7 +418,7 @@ func (s *scanner) usage(u *Usage) bool {
 		if !ok {
 			return false
 		}
-		if k == 0 {
+		if k == usagePrompt {
 			u.PromptTokens = v
 		} else {
 			u.CompletionTokens = v
@@ -517,42 +471,18 @@ func (s *scanner) skip(depth int) bool {
 	case c == '"':
 		_, ok := s.str()
 		return ok
-	case c == '{':
+	case c == '{' || c == '[':
 		s.i++
 		for first := true; ; first = false {
-			_, ok, end := s.nextKey(first)
-			if !ok {
-				return false
+			if ok, end := s.more(c+2, first); !ok || end { // c+2: '}' or ']'
+				return ok
 			}
-			if end {
-				return true
+			if c == '{' {
+				if _, ok := s.str(); !ok || !s.consume(':') {
+					return false
+				}
 			}
 			if !s.skip(depth + 1) {
-				return false
-			}
-		}
-	case c == '[':
-		s.i++
-		s.ws()
-		if s.i < len(s.b) && s.b[s.i] == ']' {
-			s.i++
-			return true
-		}
-		for {
-			if !s.skip(depth + 1) {
-				return false
-			}
-			s.ws()
-			if s.i >= len(s.b) {
-				return false
-			}
-			switch s.b[s.i] {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return true
-			default:
 				return false
 			}
 		}
