@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,15 @@ import (
 )
 
 func TestRunInterruptedWritesReport(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ctrl-C when the 8th request arrives: with 2 in flight at most, 6 have
+	// completed by then, however slowly the machine runs them.
+	var received atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if received.Add(1) == 8 {
+			cancel()
+		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		time.Sleep(5 * time.Millisecond)
@@ -35,8 +44,6 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel) // Ctrl-C
 	if err := c.run(ctx, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +55,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 		t.Fatalf("metadata = %+v, %d runs", d.Metadata, len(d.Runs))
 	}
 	s := d.Runs[0].Summary
-	if s.RequestsCompleted < 5 || s.RequestsFailed != 0 || s.OutputTokensTotal != int64(s.RequestsCompleted) || s.Cost.TotalUSD <= 0 {
+	if s.RequestsCompleted < 6 || s.RequestsFailed != 0 || s.OutputTokensTotal != int64(s.RequestsCompleted) || s.Cost.TotalUSD <= 0 {
 		t.Fatalf("summary = %+v", s)
 	}
 	if d.Runs[0].Settings.Concurrency != 2 || d.Runs[0].Settings.Cost.GPUHourlyUSD != 0.6 {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestStack(t *testing.T) {
 		"--rate=8", "--arrival=poisson", "--duration=45s", "--seed=7",
 		"--input-tokens=fixed:64", "--output-tokens=fixed:24",
 		"--cost.gpu-hourly-usd=2.5", "--exporter.url=http://"+exporterAddr+"/metrics",
-		"--output="+reportPath, "--embed-requests",
+		"--output="+reportPath, "--embed-requests", "--linger=10m",
 		"--web.listen-address=127.0.0.1:0", "--no-progress")
 	loadgenAddr := loadgen.address(runCtx, t, listeningRe)
 
@@ -192,13 +193,15 @@ func TestStack(t *testing.T) {
 	})
 
 	t.Run("TTFT histogram matches the report", func(t *testing.T) {
-		select {
-		case <-loadgen.done:
-		case <-runCtx.Done():
-			t.Fatalf("the load generator did not finish its 45 s run: %v", runCtx.Err())
-		}
-		if loadgen.err != nil {
-			t.Fatalf("gpulens-loadgen run: %v", loadgen.err)
+		// The load generator lingers after its run (--linger) with its
+		// report written, serving its final counts until Ctrl-C, so that
+		// Prometheus scrapes every request of the report however slowly
+		// the machine runs.
+		poll(runCtx, 100*time.Millisecond, func() bool {
+			return strings.Contains(loadgen.log.String(), lingerMsg) || loadgen.exited()
+		})
+		if !strings.Contains(loadgen.log.String(), lingerMsg) {
+			t.Fatalf("the load generator did not finish its 45 s run and linger (exited %v: %v): %v", loadgen.exited(), loadgen.err, runCtx.Err())
 		}
 		doc, err := report.Read(reportPath)
 		if err != nil {
@@ -208,6 +211,19 @@ func TestStack(t *testing.T) {
 			t.Fatalf("report has %d runs; want one with embedded requests", len(doc.Runs))
 		}
 		compareTTFT(runCtx, t, api, doc.Runs[0])
+		// Ctrl-C ends the linger at once; the exit status is the run's. The
+		// wait only stops a broken test from hanging.
+		if err := loadgen.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-loadgen.done:
+		case <-time.After(time.Minute):
+			t.Fatal("the load generator still lingers a minute after SIGTERM")
+		}
+		if loadgen.err != nil {
+			t.Errorf("gpulens-loadgen run: %v", loadgen.err)
+		}
 	})
 	if exporter.exited() || sim.exited() || prom.exited() {
 		t.Errorf("a program exited during the test: exporter %v, simulator %v, prometheus %v", exporter.err, sim.err, prom.err)
@@ -215,13 +231,15 @@ func TestStack(t *testing.T) {
 	t.Logf("end-to-end run took %s", time.Since(began).Round(time.Second))
 }
 
-// compareTTFT checks the load generator's TTFT histogram as Prometheus last
-// scraped it against the per-request records of its report. The program
-// exits right after its last request, so the last scrape may miss the
-// requests that finished in the final second: the histogram must equal the
-// report's first C successful requests in order of finishing, C being the
-// scraped count. Requests finishing within 10 ms of the cut are allowed on
-// either side (observation order across goroutines is not end order).
+// lingerMsg is what gpulens-loadgen logs once its run is over and its
+// report written, when --linger keeps it serving /metrics.
+const lingerMsg = "run finished; serving metrics until the linger ends"
+
+// compareTTFT checks the load generator's TTFT histogram as Prometheus
+// scraped it against the per-request records of its report, bucket by
+// bucket. The load generator is lingering with its final counts: once a
+// scrape has every successful request of the report (the poll only waits
+// for Prometheus's next scrape), the two must agree exactly.
 func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.Run) {
 	t.Helper()
 	const sel = `{job="gpulens-loadgen"}[10m])`
@@ -232,7 +250,28 @@ func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.R
 		}
 		return res[0].Value
 	}
-	count := one(`last_over_time(gpulens_loadgen_time_to_first_token_seconds_count` + sel)
+
+	var ok []float64
+	for _, r := range run.Requests {
+		if r.ErrorClass == "" && r.FirstTokenNanos > 0 {
+			ok = append(ok, time.Duration(r.FirstTokenNanos-r.IntendedNanos).Seconds())
+		}
+	}
+	if want := run.Summary.RequestsCompleted; len(ok) != want || want == 0 {
+		t.Fatalf("report: %d successful requests with a first token; summary says %d completed", len(ok), want)
+	}
+	const countQ = `last_over_time(gpulens_loadgen_time_to_first_token_seconds_count` + sel
+	var count float64
+	poll(ctx, 500*time.Millisecond, func() bool {
+		res, err := api.query(ctx, countQ)
+		if err == nil && len(res) == 1 {
+			count = res[0].Value
+		}
+		return count == float64(len(ok))
+	})
+	if count != float64(len(ok)) {
+		t.Fatalf("scraped TTFT count %v while the load generator lingers; the report has %d successful requests", count, len(ok))
+	}
 	sum := one(`last_over_time(gpulens_loadgen_time_to_first_token_seconds_sum` + sel)
 	res, err := api.query(ctx, `last_over_time(gpulens_loadgen_time_to_first_token_seconds_bucket`+sel)
 	if err != nil || len(res) == 0 {
@@ -246,80 +285,34 @@ func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.R
 		}
 		buckets[le] = s.Value
 	}
-
-	type obs struct {
-		end  int64
-		ttft float64
-	}
-	var ok []obs
-	for _, r := range run.Requests {
-		if r.ErrorClass == "" && r.FirstTokenNanos > 0 {
-			ok = append(ok, obs{r.EndNanos, time.Duration(r.FirstTokenNanos - r.IntendedNanos).Seconds()})
-		}
-	}
-	sort.Slice(ok, func(i, j int) bool { return ok[i].end < ok[j].end })
-	if want := run.Summary.RequestsCompleted; len(ok) != want {
-		t.Errorf("report: %d successful requests with a first token; summary says %d completed", len(ok), want)
-	}
-	c := int(count)
-	if float64(c) != count || c < 1 || c > len(ok) {
-		t.Fatalf("scraped TTFT count %v; the report has %d successful requests", count, len(ok))
-	}
-	last := ok[len(ok)-1].end
-	lateFinishers := 0
-	for _, o := range ok {
-		if o.end > last-int64(3*time.Second) {
-			lateFinishers++
-		}
-	}
-	if c < len(ok)-lateFinishers {
-		t.Errorf("scraped TTFT count %d; the report has %d requests of which only %d finished in the last 3 s", c, len(ok), lateFinishers)
-	}
-	cut := ok[c-1].end
-	const slack = int64(10 * time.Millisecond)
-	var sure, maybe []obs
-	for _, o := range ok {
-		switch {
-		case o.end < cut-slack:
-			sure = append(sure, o)
-		case o.end <= cut+slack:
-			maybe = append(maybe, o)
-		}
-	}
-	countLE := func(os []obs, le float64) (n float64) {
-		for _, o := range os {
-			if o.ttft <= le {
-				n++
-			}
-		}
-		return n
-	}
 	les := make([]float64, 0, len(buckets))
 	for le := range buckets {
 		les = append(les, le)
 	}
 	sort.Float64s(les)
 	for _, le := range les {
-		lo := countLE(sure, le)
-		if got := buckets[le]; got < lo || got > lo+countLE(maybe, le) {
-			t.Errorf("bucket le=%g: Prometheus %v, report %v (+ up to %v finishing at the cut)", le, got, lo, countLE(maybe, le))
+		want := 0.0
+		for _, v := range ok {
+			if v <= le {
+				want++
+			}
+		}
+		if got := buckets[le]; got != want {
+			t.Errorf("bucket le=%g: Prometheus %v, report %v", le, got, want)
 		}
 	}
 	if !math.IsInf(les[len(les)-1], 1) || buckets[les[len(les)-1]] != count {
 		t.Errorf("+Inf bucket %v != count %v", buckets[les[len(les)-1]], count)
 	}
-	var sureSum, maybeSum float64
-	for _, o := range sure {
-		sureSum += o.ttft
+	var reportSum float64
+	for _, v := range ok {
+		reportSum += v
 	}
-	for _, o := range maybe {
-		maybeSum += o.ttft
+	if math.Abs(sum-reportSum) > 1e-6 {
+		t.Errorf("TTFT sum: Prometheus %.9f s, report %.9f s", sum, reportSum)
 	}
-	if sum < sureSum-1e-6 || sum > sureSum+maybeSum+1e-6 {
-		t.Errorf("TTFT sum: Prometheus %.9f s, report %.9f s (+ up to %.9f finishing at the cut)", sum, sureSum, maybeSum)
-	}
-	t.Logf("TTFT: %d of %d requests in the last scrape, %d buckets equal to the report's records (%d at the cut); report p50 %.4f s p99 %.4f s",
-		c, len(ok), len(les), len(maybe), run.Summary.TTFT.P50, run.Summary.TTFT.P99)
+	t.Logf("TTFT: all %d requests in the scrape, %d buckets equal to the report's records; report p50 %.4f s p99 %.4f s",
+		len(ok), len(les), run.Summary.TTFT.P50, run.Summary.TTFT.P99)
 }
 
 // query is one PromQL expression of a dashboard, with where it comes from.

@@ -51,6 +51,73 @@ func TestFaultyScenario(t *testing.T) {
 	}
 }
 
+// watchedClock wraps a clock: it records the real time of every read and
+// signals reads on read (capacity 1: "read since the last receive"). The
+// simulator reads its clock when a call observes the device, again after
+// each injected delay, and on every round of an event set's Wait.
+type watchedClock struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	reads []time.Time
+	read  chan struct{}
+}
+
+func watch(now func() time.Time) *watchedClock {
+	return &watchedClock{now: now, read: make(chan struct{}, 1)}
+}
+
+func (w *watchedClock) Now() time.Time {
+	t := w.now()
+	w.mu.Lock()
+	w.reads = append(w.reads, time.Now())
+	w.mu.Unlock()
+	select {
+	case w.read <- struct{}{}:
+	default:
+	}
+	return t
+}
+
+// take returns the reads since the last take.
+func (w *watchedClock) take() []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.reads
+	w.reads = nil
+	return r
+}
+
+// quiet forgets a pending read signal: the next receive on read is a read
+// made after quiet returned.
+func (w *watchedClock) quiet() {
+	select {
+	case <-w.read:
+	default:
+	}
+}
+
+// newWatchedFleet is newTestFleet on a watched manual clock.
+func newWatchedFleet(t testing.TB, sc *Scenario, seed int64) (nvml.Interface, *testClock, *watchedClock) {
+	t.Helper()
+	clk := newTestClock()
+	w := watch(clk.Now)
+	f, err := New(sc, Options{Seed: seed, Start: epoch, Now: w.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lib := f.Interface()
+	if r := lib.Init(); r != nvml.SUCCESS {
+		t.Fatalf("Init: %v", r)
+	}
+	t.Cleanup(func() { lib.Shutdown() })
+	return lib, clk, w
+}
+
+// TestHangAndLatency checks which delays each call goes through, without
+// timing assumptions about the machine: a call observes the device (reads
+// the sim clock) after the scenario's call latency, and again after each
+// slow or hang delay that applies to it. Sleeps only overrun, so the gaps
+// between these reads are lower bounds; which reads happen is exact.
 func TestHangAndLatency(t *testing.T) {
 	sc := mustParse(t, `
 call_latency: 20ms
@@ -60,39 +127,52 @@ faults:
   - {kind: hang, gpu: 0, call: GetTemperature, delay: 200ms, from: 10s, until: 20s}
   - {kind: slow, gpu: 1, call: "*", delay: 50ms}
 `)
-	_, lib, clk := newTestFleet(t, sc, 1)
+	lib, clk, w := newWatchedFleet(t, sc, 1)
 	d0, d1 := handle(t, lib, 0), handle(t, lib, 1)
-	timeCall := func(fn func() nvml.Return) (time.Duration, nvml.Return) {
-		start := time.Now()
-		r := fn()
-		return time.Since(start), r
-	}
 	temp := func(d nvml.Device) func() nvml.Return {
 		return func() nvml.Return { _, r := d.GetTemperature(nvml.TEMPERATURE_GPU); return r }
 	}
 	power := func(d nvml.Device) func() nvml.Return {
 		return func() nvml.Return { _, r := d.GetPowerUsage(); return r }
 	}
+	const latency = 20 * time.Millisecond
 	tests := []struct {
-		name     string
-		at       time.Duration
-		fn       func() nvml.Return
-		min, max time.Duration
+		name   string
+		at     time.Duration
+		fn     func() nvml.Return
+		delays []time.Duration // injected delays after the call latency
 	}{
-		{"latency only before the window", 5 * time.Second, temp(d0), 20 * time.Millisecond, 150 * time.Millisecond},
-		{"hang inside the window", 15 * time.Second, temp(d0), 220 * time.Millisecond, 1500 * time.Millisecond},
-		{"other calls do not hang", 15 * time.Second, power(d0), 20 * time.Millisecond, 150 * time.Millisecond},
-		{"window closed", 20 * time.Second, temp(d0), 20 * time.Millisecond, 150 * time.Millisecond},
-		{"slow on every call", 15 * time.Second, power(d1), 70 * time.Millisecond, 500 * time.Millisecond},
+		{"latency only before the window", 5 * time.Second, temp(d0), nil},
+		{"hang inside the window", 15 * time.Second, temp(d0), []time.Duration{200 * time.Millisecond}},
+		{"other calls do not hang", 15 * time.Second, power(d0), nil},
+		{"window closed", 20 * time.Second, temp(d0), nil},
+		{"slow on every call", 15 * time.Second, power(d1), []time.Duration{50 * time.Millisecond}},
 	}
 	for _, tc := range tests {
 		clk.Set(tc.at)
-		took, r := timeCall(tc.fn)
+		w.take()
+		start := time.Now()
+		r := tc.fn()
+		end := time.Now()
+		reads := w.take()
 		if r != nvml.SUCCESS {
 			t.Errorf("%s: %v", tc.name, r)
 		}
-		if took < tc.min || took > tc.max {
-			t.Errorf("%s: call took %v; want between %v and %v", tc.name, took, tc.min, tc.max)
+		if len(reads) != 1+len(tc.delays) {
+			t.Errorf("%s: the call observed the device %d times; want %d (after the latency and after each of the delays %v)",
+				tc.name, len(reads), 1+len(tc.delays), tc.delays)
+			continue
+		}
+		if got := reads[0].Sub(start); got < latency {
+			t.Errorf("%s: observed the device %v after the call began, before the call latency %v", tc.name, got, latency)
+		}
+		for i, d := range tc.delays {
+			if got := reads[i+1].Sub(reads[i]); got < d {
+				t.Errorf("%s: delay %d took %v, less than %v", tc.name, i, got, d)
+			}
+		}
+		if end.Before(reads[len(reads)-1]) {
+			t.Errorf("%s: returned before its last look at the device", tc.name)
 		}
 	}
 }
@@ -107,7 +187,7 @@ faults:
   - {kind: lost, gpu: 1, at: 25s}
   - {kind: xid, gpu: 1, xid: 31, at: 40s}
 `)
-	_, lib, clk := newTestFleet(t, sc, 1)
+	lib, clk, w := newWatchedFleet(t, sc, 1)
 	set, r := lib.EventSetCreate()
 	if r != nvml.SUCCESS {
 		t.Fatal(r)
@@ -144,26 +224,30 @@ faults:
 		t.Errorf("after the queue drains Wait = %v; want ERROR_TIMEOUT (no XID 31 after the loss)", r)
 	}
 
-	// Wait blocks for its timeout in real time when nothing is due.
+	// Wait blocks for its timeout in real time when nothing is due (at
+	// least that long: timers only overrun).
 	start := time.Now()
 	if _, r := set.Wait(150); r != nvml.ERROR_TIMEOUT {
 		t.Errorf("Wait(150) = %v", r)
 	}
-	if took := time.Since(start); took < 150*time.Millisecond || took > 2*time.Second {
+	if took := time.Since(start); took < 150*time.Millisecond {
 		t.Errorf("Wait(150) took %v", took)
 	}
-	// A clock moved by another goroutine wakes a blocked Wait early.
+	// A clock moved by another goroutine, once Wait has looked at it, wakes
+	// the blocked Wait long before its minute is up (the bound only tells
+	// the two apart).
+	w.quiet()
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		<-w.read
 		clk.Set(70*time.Second + time.Millisecond)
 	}()
 	start = time.Now()
-	e, r := set.Wait(5000)
+	e, r := set.Wait(60_000)
 	if r != nvml.SUCCESS || e.EventData != 48 {
 		t.Errorf("Wait across the clock move = %+v, %v", e, r)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("Wait returned after %v; want soon after the event's time", took)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("Wait returned after %v; want soon after the event's time, not at its timeout", took)
 	}
 }
 
@@ -174,7 +258,9 @@ devices:
 faults:
   - {kind: xid, gpu: 0, xid: 94, at: 300ms}
 `)
-	f, err := New(sc, Options{Seed: 1})
+	t0 := time.Now()
+	w := watch(time.Now)
+	f, err := New(sc, Options{Seed: 1, Start: t0, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,21 +289,25 @@ faults:
 			}
 		}()
 	}
-	start := time.Now()
-	e, r := set.Wait(3000)
-	took := time.Since(start)
+	// The event is due 300 ms after the fleet's start: Wait cannot deliver
+	// it sooner (causal), and delivers it long before its minute is up (the
+	// bound only tells the two apart).
+	e, r := set.Wait(60_000)
+	took := time.Since(t0)
 	close(stop)
 	wg.Wait()
 	if r != nvml.SUCCESS || e.EventData != 94 || e.Device != d {
 		t.Fatalf("Wait = %+v, %v", e, r)
 	}
-	if took < 200*time.Millisecond || took > 1500*time.Millisecond {
-		t.Errorf("XID at 300ms delivered after %v", took)
+	if took < 300*time.Millisecond || took > 30*time.Second {
+		t.Errorf("XID at 300ms delivered %v after the start", took)
 	}
-	// Free wakes a blocked Wait.
-	go func() { time.Sleep(50 * time.Millisecond); set.Free() }()
-	start = time.Now()
-	if _, r := set.Wait(5000); r != nvml.ERROR_UNINITIALIZED || time.Since(start) > 2*time.Second {
+	// Free wakes a Wait blocked on an empty set (once Wait has looked at the
+	// clock, the readers being stopped).
+	w.quiet()
+	go func() { <-w.read; set.Free() }()
+	start := time.Now()
+	if _, r := set.Wait(60_000); r != nvml.ERROR_UNINITIALIZED || time.Since(start) > 30*time.Second {
 		t.Errorf("Wait on a freed set = %v after %v", r, time.Since(start))
 	}
 }

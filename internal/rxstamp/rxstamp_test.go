@@ -52,20 +52,30 @@ func TestArrivalIsBeforeALateRead(t *testing.T) {
 	c, srv := pair(t)
 	// The kernel turns receive timestamping on in the background (a
 	// deferred static key) when the first socket asks for it: segments
-	// received before that carry no stamp. One exchange lets it settle.
-	if _, err := srv.Write([]byte("warmup")); err != nil {
-		t.Fatal(err)
+	// received before that carry no stamp. Exchanges go on until one is
+	// stamped, however long the kernel takes on a busy machine; the
+	// deadline only stops a broken test from hanging.
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := srv.Write([]byte("warmup")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, len("warmup"))); err != nil {
+			t.Fatal(err)
+		}
+		if c.Kernel() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no kernel timestamp within a minute")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	if _, err := io.ReadFull(c, make([]byte, len("warmup"))); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(10 * time.Millisecond)
 	for i, msg := range []string{"first", "second"} {
 		written := time.Now()
 		if _, err := srv.Write([]byte(msg)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond) // the data waits in the socket
+		time.Sleep(30 * time.Millisecond) // the data waits in the socket (at least this long: sleeps only overrun)
 		readStart := time.Now()
 		buf := make([]byte, 64)
 		n, err := c.Read(buf)
