@@ -241,9 +241,9 @@ type accuracy struct {
 	// content write (the token's way back, kernel delivery included).
 	sendToArrival, writeToClient []float64
 	kernelStamped                int
-	clientITL, srvITL []float64
-	collapsed         int // client ITL values under 10 % of the injected ITL
-	tokens, failed    int
+	clientITL, srvITL            []float64
+	collapsed                    int // client ITL values under 10 % of the injected ITL
+	tokens, failed               int
 }
 
 func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration) {
