@@ -9,7 +9,9 @@
 // is queued on the socket; recvmsg returns the stamp of the newest segment
 // whose bytes it copied. That is the arrival time of the newest byte of the
 // read, an upper bound for every byte in it, independent of how long the
-// reader took to run.
+// reader took to run. A segment that arrives while an earlier one still
+// waits in the socket may be merged into it, keeping only the newer time:
+// the stamps are exact for data read before more arrived.
 //
 // On systems or sockets without receive timestamps a Conn falls back to the
 // clock when each read returns, and Kernel reports false. Linux turns
