@@ -30,15 +30,8 @@ func TestShardsAgainstSimMergeAndReport(t *testing.T) {
 		perRun = 10
 	)
 	logger := slog.New(slog.DiscardHandler)
-	sim, err := simserver.New(simserver.Config{FixedTTFT: ttft, FixedITL: itl, TokensPerChunk: 1, RoleChunk: true, Seed: 1}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go sim.Run(ctx)
-	defer sim.Close()
-	srv := httptest.NewServer(sim.Handler())
+	ctx := context.Background()
+	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: ttft, FixedITL: itl, TokensPerChunk: 1, RoleChunk: true, Seed: 1}))
 	defer srv.Close()
 
 	dir := t.TempDir()

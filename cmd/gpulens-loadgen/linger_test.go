@@ -172,20 +172,26 @@ func TestLingerCancel(t *testing.T) {
 // startSim serves a fixed-delay simulator for the test and returns its /v1 URL.
 func startSim(t *testing.T) string {
 	t.Helper()
-	sim, err := simserver.New(simserver.Config{FixedTTFT: 5 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1},
-		slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: 5 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// simHandler runs a simulator with cfg until the test ends and returns its
+// handler, to serve over plain HTTP or TLS.
+func simHandler(t *testing.T, cfg simserver.Config) http.Handler {
+	t.Helper()
+	sim, err := simserver.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go sim.Run(ctx)
-	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() {
-		srv.Close()
 		sim.Close()
 		cancel()
 	})
-	return srv.URL + "/v1"
+	return sim.Handler()
 }
 
 // parseLoadCommand parses a run or sweep command line with the flags every

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"net/http/httptest"
 
@@ -62,15 +63,9 @@ func TestTLSFlags(t *testing.T) {
 // they all complete, with kernel receive timestamps on Linux.
 func TestRunHTTPSWithCAFile(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	sim, err := simserver.New(simserver.Config{FixedTTFT: 5_000_000, FixedITL: 1_000_000, TokensPerChunk: 1, RoleChunk: true, Seed: 1}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go sim.Run(ctx)
-	defer sim.Close()
-	srv := httptest.NewTLSServer(sim.Handler())
+	ctx := context.Background()
+	srv := httptest.NewTLSServer(simHandler(t, simserver.Config{FixedTTFT: 5 * time.Millisecond, FixedITL: time.Millisecond,
+		TokensPerChunk: 1, RoleChunk: true, Seed: 1}))
 	defer srv.Close()
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")

@@ -336,7 +336,11 @@ func streamAccuracy(b *testing.B, streams int, readStamps bool) {
 	} else {
 		url = startSimEnv(b, cfg)
 	}
-	cl := newClientStamps(b, url, streams, readStamps)
+	measureAccuracy(b, newClientStamps(b, url, streams, readStamps), streams)
+}
+
+// measureAccuracy runs the accuracy shape b.N times with d and reports.
+func measureAccuracy(b *testing.B, d runner.Doer, streams int) {
 	wl := newWorkload(accTokens)
 	var all accuracy
 	var cpu time.Duration
@@ -345,7 +349,7 @@ func streamAccuracy(b *testing.B, streams int, readStamps bool) {
 		c0 := cpuTime()
 		out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
 			Warmup: accWarmup},
-			cl, wl, nil)
+			d, wl, nil)
 		cpu += cpuTime() - c0
 		if err != nil {
 			b.Fatal(err)
@@ -424,23 +428,7 @@ func BenchmarkStreamAccuracyPlainBufio(b *testing.B) {
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
 			url := startSim(b, simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
 			d := &plainDoer{cl: newClient(b, url, streams), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}}
-			wl := newWorkload(accTokens)
-			var all accuracy
-			var cpu time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				c0 := cpuTime()
-				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
-					Warmup: accWarmup},
-					d, wl, nil)
-				cpu += cpuTime() - c0
-				if err != nil {
-					b.Fatal(err)
-				}
-				all.add(b, out.Results, accITL)
-			}
-			b.StopTimer()
-			all.report(b, cpu)
+			measureAccuracy(b, d, streams)
 		})
 	}
 }
