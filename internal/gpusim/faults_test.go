@@ -101,15 +101,7 @@ func newWatchedFleet(t testing.TB, sc *Scenario, seed int64) (nvml.Interface, *t
 	t.Helper()
 	clk := newTestClock()
 	w := watch(clk.Now)
-	f, err := New(sc, Options{Seed: seed, Start: epoch, Now: w.Now})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	lib := f.Interface()
-	if r := lib.Init(); r != nvml.SUCCESS {
-		t.Fatalf("Init: %v", r)
-	}
-	t.Cleanup(func() { lib.Shutdown() })
+	_, lib := newFleetOn(t, sc, seed, w.Now)
 	return lib, clk, w
 }
 

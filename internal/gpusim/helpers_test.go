@@ -40,7 +40,14 @@ func (c *testClock) Advance(d time.Duration) {
 func newTestFleet(t testing.TB, sc *Scenario, seed int64) (*Fleet, nvml.Interface, *testClock) {
 	t.Helper()
 	clk := newTestClock()
-	f, err := New(sc, Options{Seed: seed, Start: epoch, Now: clk.Now})
+	f, lib := newFleetOn(t, sc, seed, clk.Now)
+	return f, lib, clk
+}
+
+// newFleetOn builds and initialises a fleet reading the clock now.
+func newFleetOn(t testing.TB, sc *Scenario, seed int64, now func() time.Time) (*Fleet, nvml.Interface) {
+	t.Helper()
+	f, err := New(sc, Options{Seed: seed, Start: epoch, Now: now})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -49,7 +56,7 @@ func newTestFleet(t testing.TB, sc *Scenario, seed int64) (*Fleet, nvml.Interfac
 		t.Fatalf("Init: %v", r)
 	}
 	t.Cleanup(func() { lib.Shutdown() })
-	return f, lib, clk
+	return f, lib
 }
 
 func mustLoad(t testing.TB, name string) *Scenario {
