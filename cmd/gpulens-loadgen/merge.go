@@ -20,14 +20,20 @@ import (
 func mergeCommand(app *kingpin.Application) command {
 	cmd := app.Command("merge", "Combine the JSON reports of workers that ran --shard i/N of one schedule into one report with exact percentiles.")
 	out := cmd.Arg("output", "Merged JSON report to write.").Required().String()
-	inputs := cmd.Arg("inputs", "Shard reports (written with --shard, which embeds per-request records).").Required().Strings()
+	inputs := cmd.Arg("inputs", "Shard reports (written with --shard, which embeds per-request records), or reports merged with --embed-requests.").Required().Strings()
 	csv := cmd.Flag("csv", "Also write a CSV summary (one row per run) to this file.").String()
+	embed := cmd.Flag("embed-requests", "Embed the union of the inputs' per-request records in the merged report (runs[].requests), so that it can be merged again, e.g. per-node merges into one.").Bool()
 	return command{clause: cmd, run: func(_ context.Context, logger *slog.Logger) error {
-		return runMerge(*out, *inputs, *csv, logger)
+		return mergeFiles(*out, *inputs, *csv, merge.Options{EmbedRequests: *embed}, logger)
 	}}
 }
 
+// runMerge merges without embedding the records.
 func runMerge(out string, inputs []string, csv string, logger *slog.Logger) error {
+	return mergeFiles(out, inputs, csv, merge.Options{}, logger)
+}
+
+func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logger *slog.Logger) error {
 	if slices.Contains(inputs, out) {
 		return fmt.Errorf("merge: output %s is also an input", out)
 	}
@@ -42,7 +48,7 @@ func runMerge(out string, inputs []string, csv string, logger *slog.Logger) erro
 		}
 		in = append(in, merge.Input{Name: path, Doc: d})
 	}
-	doc, err := merge.Merge(in)
+	doc, err := merge.Merge(in, opt)
 	if err != nil {
 		return err
 	}

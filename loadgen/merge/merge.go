@@ -2,11 +2,19 @@
 // (--shard i/N) of the same seeded schedule into one report, recomputing
 // every statistic — exact percentiles included — from the raw per-request
 // records the shards embedded.
+//
+// A merged report can itself be merged again when it embeds the union of
+// its inputs' records (Options.EmbedRequests): every input then covers a
+// set of shards of one N — a worker's report the shard in its runs'
+// settings.shard, a merged report the shards its metadata.shards lists —
+// and the inputs' sets must not overlap. The result is the same as merging
+// all the workers' reports at once.
 package merge
 
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
@@ -24,20 +32,41 @@ type Input struct {
 	Doc  *report.Document
 }
 
+// Options change what Merge writes.
+type Options struct {
+	// EmbedRequests puts the union of the inputs' per-request records into
+	// the merged report's non-aggregate runs (runs[].requests), times
+	// relative to the merged run's epoch, so that the merged report can be
+	// merged again.
+	EmbedRequests bool
+}
+
 // epoch is the common zero of the shards' relative times: every shard's
-// offsets count from its own start, as the schedule does.
+// offsets count from its own start, as the schedule does. A merged run's
+// embedded records count from it too, so they keep the shards' values.
 var epoch = time.Unix(0, 0).UTC()
 
-// runKey identifies a level and repeat across shards.
+// warnPrefix starts the warnings Merge writes that a later merge of this
+// report recomputes (missing shards, a target rate not achieved): it drops
+// them from its merged inputs and keeps the rest — the warnings they
+// carried and runs missing from some of their inputs, which no later merge
+// can see again.
+const warnPrefix = "merge: "
+
+// runKey identifies a level and repeat across shards. Open-loop levels are
+// the whole schedule's rate, the same in every input; closed-loop levels
+// are users per input, which may differ (a merged input holds the sum of
+// its workers' users), so closed-loop runs are matched by the position of
+// their level in the input (the sweep's levels in order).
 type runKey struct {
 	level  float64
 	repeat int
 }
 
 // Merge combines the inputs. They must come from the same command line but
-// for --shard: same mode, workload, seed and levels, distinct shards of
-// the same count, and per-request records in every non-aggregate run.
-func Merge(in []Input) (*report.Document, error) {
+// for --shard: same mode, workload, seed and levels, disjoint sets of shards
+// of the same count, and per-request records in every non-aggregate run.
+func Merge(in []Input, opt Options) (*report.Document, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("merge: no input reports")
 	}
@@ -58,14 +87,13 @@ func Merge(in []Input) (*report.Document, error) {
 		maxIn   int
 		warmup  int
 		users   int
-		shards  int
+		inputs  int
+		covered int // shards in the inputs that have this run
 	}
 	parts := map[runKey]*part{}
 	for _, inp := range in {
 		d := inp.Doc
-		if d.Metadata.Command == "merge" {
-			return nil, fmt.Errorf("%s: already a merged report", inp.Name)
-		}
+		merged := d.Metadata.Command == "merge"
 		if d.Metadata.Seed != meta.Seed || d.Metadata.Model != meta.Model || d.Metadata.Endpoint != meta.Endpoint {
 			return nil, fmt.Errorf("%s: seed %d, model %q, endpoint %q differ from %s (%d, %q, %q)", inp.Name, d.Metadata.Seed,
 				d.Metadata.Model, d.Metadata.Endpoint, first.Name, meta.Seed, meta.Model, meta.Endpoint)
@@ -84,46 +112,55 @@ func Merge(in []Input) (*report.Document, error) {
 			meta.GPU = d.Metadata.GPU
 		}
 		for _, w := range d.Metadata.Warnings {
+			if merged && strings.HasPrefix(w, warnPrefix) {
+				continue // about that merge's inputs: recomputed below
+			}
 			meta.Warnings = append(meta.Warnings, inp.Name+": "+w)
 		}
-		var sh schedule.Shard
-		for _, r := range d.Runs {
-			if r.Aggregate {
-				continue
-			}
-			s, err := schedule.ParseShard(r.Settings.Shard)
-			if err != nil {
-				return nil, fmt.Errorf("%s: run %q: settings.shard: %w", inp.Name, r.Name, err)
-			}
-			sh = s
-			break
-		}
-		if sh.Count == 0 {
-			return nil, fmt.Errorf("%s: no runs to merge", inp.Name)
+		cover, shardSetting, err := coverage(inp)
+		if err != nil {
+			return nil, err
 		}
 		if count == 0 {
-			count = sh.Count
+			count = cover[0].Count
 		}
-		if sh.Count != count {
-			return nil, fmt.Errorf("%s: shard %s, but %s has %d shards", inp.Name, sh, first.Name, count)
+		for _, sh := range cover {
+			if sh.Count != count {
+				return nil, fmt.Errorf("%s: shard %s, but %s has %d shards", inp.Name, sh, first.Name, count)
+			}
+			if prev, dup := seenShard[sh.Index]; dup {
+				return nil, fmt.Errorf("%s: shard %s also in %s", inp.Name, sh, prev)
+			}
+			seenShard[sh.Index] = inp.Name
+			meta.Shards = append(meta.Shards, sh.String())
 		}
-		if prev, dup := seenShard[sh.Index]; dup {
-			return nil, fmt.Errorf("%s: shard %s also in %s", inp.Name, sh, prev)
+		owned := map[int]bool{}
+		for _, sh := range cover {
+			owned[sh.Index] = true
 		}
-		seenShard[sh.Index] = inp.Name
-		meta.Shards = append(meta.Shards, sh.String())
 
+		ord, prevLevel := -1, 0.0
 		for _, r := range d.Runs {
 			if r.Aggregate {
 				continue
 			}
-			if r.Settings.Shard != sh.String() {
-				return nil, fmt.Errorf("%s: run %q is shard %q, others %q", inp.Name, r.Name, r.Settings.Shard, sh)
+			if ord < 0 || r.Level != prevLevel {
+				ord, prevLevel = ord+1, r.Level
+			}
+			if r.Settings.Shard != shardSetting {
+				return nil, fmt.Errorf("%s: run %q is shard %q, others %q", inp.Name, r.Name, r.Settings.Shard, shardSetting)
 			}
 			if r.Requests == nil && r.Summary.RequestsCompleted+r.Summary.RequestsFailed > 0 {
+				if merged {
+					return nil, fmt.Errorf("%s: run %q has no per-request records: a report merged without --embed-requests cannot be merged again "+
+						"(merge the workers' reports, or merge them with --embed-requests)", inp.Name, r.Name)
+				}
 				return nil, fmt.Errorf("%s: run %q has no per-request records (run the shards with --shard, or --embed-requests)", inp.Name, r.Name)
 			}
 			k := runKey{r.Level, r.Repeat}
+			if r.Settings.Mode == runner.Closed {
+				k.level = float64(ord)
+			}
 			p := parts[k]
 			if p == nil {
 				p = &part{run: r}
@@ -133,31 +170,35 @@ func Merge(in []Input) (*report.Document, error) {
 				return nil, fmt.Errorf("%s: run %q: %w", inp.Name, r.Name, err)
 			}
 			for i := range r.Requests {
-				p.results = append(p.results, runner.FromRecord(&r.Requests[i], epoch))
+				rec := &r.Requests[i]
+				if rec.Index < 0 || !owned[rec.Index%count] {
+					return nil, fmt.Errorf("%s: run %q: request %d is not in shards %v", inp.Name, r.Name, rec.Index, cover)
+				}
+				p.results = append(p.results, runner.FromRecord(rec, epoch))
 			}
 			p.maxIn += r.Summary.MaxInFlight
 			p.warmup += r.Summary.WarmupRequests
 			p.users += r.Settings.Concurrency
-			p.shards++
+			p.inputs++
+			p.covered += len(cover)
 		}
 	}
 	if len(seenShard) != count {
-		var missing []int
-		for i := 0; i < count; i++ {
-			if _, ok := seenShard[i]; !ok {
-				missing = append(missing, i)
-			}
-		}
-		meta.Warnings = append(meta.Warnings, fmt.Sprintf("merged %d of %d shards: shards %v missing", len(seenShard), count, missing))
+		meta.Warnings = append(meta.Warnings, fmt.Sprintf(warnPrefix+"merged %d of %d shards: shards %v missing",
+			len(seenShard), count, missingShards(seenShard, count)))
 	}
-	slices.Sort(meta.Shards)
+	slices.SortFunc(meta.Shards, func(a, b string) int {
+		x, _ := schedule.ParseShard(a)
+		y, _ := schedule.ParseShard(b)
+		return x.Index - y.Index
+	})
 
 	doc := &report.Document{}
 	var reps []report.Run
 	for i, k := range order {
 		p := parts[k]
-		if p.shards != len(in) {
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf("run %q: present in %d of %d reports", p.run.Name, p.shards, len(in)))
+		if p.inputs != len(in) {
+			meta.Warnings = append(meta.Warnings, fmt.Sprintf("run %q: present in %d of %d reports", p.run.Name, p.inputs, len(in)))
 		}
 		set := p.run.Settings
 		set.Shard = ""
@@ -175,7 +216,11 @@ func Merge(in []Input) (*report.Document, error) {
 		slices.SortFunc(p.results, func(a, b client.Result) int { return a.Index - b.Index })
 		target := 0.0
 		if set.Mode == runner.Open {
+			// The schedule's rate, or the covered shards' part of it.
 			target = set.Rate
+			if p.covered != count {
+				target = set.Rate * float64(p.covered) / float64(count)
+			}
 		}
 		sum := runner.Summarize(p.results, runner.SummaryConfig{
 			SLO:          set.SLO,
@@ -187,10 +232,16 @@ func Merge(in []Input) (*report.Document, error) {
 		sum.MaxInFlight = p.maxIn
 		sum.WarmupRequests = p.warmup
 		if sum.RateNotAchieved {
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: target rate %.4g/s NOT achieved: sent %.4g/s, schedule lag p50 %.3gs p99 %.3gs",
+			meta.Warnings = append(meta.Warnings, fmt.Sprintf(warnPrefix+"%s: target rate %.4g/s NOT achieved: sent %.4g/s, schedule lag p50 %.3gs p99 %.3gs",
 				name, target, sum.AchievedRatePerSecond, sum.ScheduleLag.P50, sum.ScheduleLag.P99))
 		}
 		run := report.Run{Name: name, Settings: set, Summary: sum, Level: level, Repeat: k.repeat}
+		if opt.EmbedRequests {
+			run.Requests = make([]report.Request, len(p.results))
+			for j := range p.results {
+				run.Requests[j] = runner.Record(&p.results[j], epoch)
+			}
+		}
 		doc.Runs = append(doc.Runs, run)
 		reps = append(reps, run)
 		// Close a level: aggregate its repeats as sweep does.
@@ -203,6 +254,56 @@ func Merge(in []Input) (*report.Document, error) {
 	}
 	doc.Metadata = meta
 	return doc, nil
+}
+
+// coverage returns the shards an input covers and the settings.shard its
+// non-aggregate runs carry: a worker's one shard (its --shard, "" for a
+// single process: 0/1), or the shards a merged report lists in
+// metadata.shards (its runs' settings.shard is "").
+func coverage(inp Input) ([]schedule.Shard, string, error) {
+	d := inp.Doc
+	if d.Metadata.Command == "merge" {
+		if len(d.Metadata.Shards) == 0 {
+			return nil, "", fmt.Errorf("%s: merged report without metadata.shards", inp.Name)
+		}
+		var cover []schedule.Shard
+		for _, s := range d.Metadata.Shards {
+			sh, err := schedule.ParseShard(s)
+			if err != nil || s == "" {
+				return nil, "", fmt.Errorf("%s: metadata.shards: %q: want i/N", inp.Name, s)
+			}
+			if len(cover) > 0 && sh.Count != cover[0].Count {
+				return nil, "", fmt.Errorf("%s: metadata.shards %v: shard counts differ", inp.Name, d.Metadata.Shards)
+			}
+			cover = append(cover, sh)
+		}
+		if !slices.ContainsFunc(d.Runs, func(r report.Run) bool { return !r.Aggregate }) {
+			return nil, "", fmt.Errorf("%s: no runs to merge", inp.Name)
+		}
+		return cover, "", nil
+	}
+	for _, r := range d.Runs {
+		if r.Aggregate {
+			continue
+		}
+		sh, err := schedule.ParseShard(r.Settings.Shard)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: run %q: settings.shard: %w", inp.Name, r.Name, err)
+		}
+		return []schedule.Shard{sh}, r.Settings.Shard, nil
+	}
+	return nil, "", fmt.Errorf("%s: no runs to merge", inp.Name)
+}
+
+// missingShards lists the shard indexes in [0, count) not in seen.
+func missingShards(seen map[int]string, count int) []int {
+	var missing []int
+	for i := 0; i < count; i++ {
+		if _, ok := seen[i]; !ok {
+			missing = append(missing, i)
+		}
+	}
+	return missing
 }
 
 // hasRepeats reports whether any input ran more than one repeat.

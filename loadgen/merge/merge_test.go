@@ -110,7 +110,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	}
 	// Input order does not matter.
 	in[0], in[3] = in[3], in[0]
-	got, err := Merge(in)
+	got, err := Merge(in, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	}
 
 	// Three of four shards: merged with a warning naming the missing one.
-	part, err := Merge(in[:3])
+	part, err := Merge(in[:3], Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +161,9 @@ func TestMergeRejects(t *testing.T) {
 	rec := []report.Request{{Index: 0, SentNanos: 1, EndNanos: 2}}
 	noRecs := run("0/2", nil, 1)
 	noRecs.Runs[0].Summary.RequestsCompleted = 5
+	mergedNoRecs := run("", nil, 1)
+	mergedNoRecs.Metadata.Command, mergedNoRecs.Metadata.Shards = "merge", []string{"0/2", "1/2"}
+	mergedNoRecs.Runs[0].Summary.RequestsCompleted = 5
 	for _, tc := range []struct {
 		name string
 		in   []Input
@@ -172,15 +175,20 @@ func TestMergeRejects(t *testing.T) {
 		{"shard counts", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
 		{"seeds", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/2", rec, 2)}}, "b.json: seed 2"},
 		{"no runs", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "run"}}}}, "a.json: no runs to merge"},
-		{"merged input", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: already a merged report"},
+		{"merged without shards", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: merged report without metadata.shards"},
+		{"merged without records", []Input{{"a.json", mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without --embed-requests"},
+		{"foreign record", []Input{{"a.json", run("1/2", rec, 1)}}, "a.json: run \"rate=1\": request 0 is not in shards [1/2]"},
 	} {
-		if _, err := Merge(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Merge(tc.in, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	a, b := run("0/2", rec, 1), run("1/2", rec, 1)
+	a, b := run("0/2", rec, 1), run("1/2", []report.Request{{Index: 1, SentNanos: 1, EndNanos: 2}}, 1)
+	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{}); err != nil {
+		t.Fatalf("valid shards: %v", err)
+	}
 	b.Runs[0].Settings.Rate = 2
-	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}); err == nil || !strings.Contains(err.Error(), "settings differ") {
+	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{}); err == nil || !strings.Contains(err.Error(), "settings differ") {
 		t.Errorf("different rates: %v", err)
 	}
 }
@@ -196,7 +204,9 @@ func TestMergeSweepRepeats(t *testing.T) {
 			for rep := 1; rep <= 2; rep++ {
 				var res []client.Result
 				for k := shard; k < 40; k += 2 {
-					res = append(res, synth(k+rep, start, time.Duration(k)*10*time.Millisecond))
+					r := synth(k+rep, start, time.Duration(k)*10*time.Millisecond)
+					r.Index = k // a repeat runs the schedule from index 0 again
+					res = append(res, r)
 				}
 				run := report.Run{Name: fmt.Sprintf("concurrency=%d repeat=%d", int(level), rep), Level: level, Repeat: rep,
 					Settings: report.Settings{Mode: runner.Closed, Concurrency: int(level), Shard: fmt.Sprintf("%d/2", shard), Seed: 3},
@@ -210,7 +220,7 @@ func TestMergeSweepRepeats(t *testing.T) {
 		}
 		return Input{Name: fmt.Sprintf("w%d.json", shard), Doc: d}
 	}
-	got, err := Merge([]Input{worker(0), worker(1)})
+	got, err := Merge([]Input{worker(0), worker(1)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
