@@ -30,11 +30,10 @@ import (
 // called from any goroutine.
 type Conn struct {
 	net.Conn
-	base    time.Time    // monotonic origin of last
-	last    atomic.Int64 // arrival of the newest byte read, ns since base; 0: none yet
-	kernel  atomic.Bool  // the newest read carried a kernel timestamp
-	sys     *sysConn     // nil: plain reads
-	readErr error        // sticky error from a failed setup, returned by Read
+	base   time.Time    // monotonic origin of last
+	last   atomic.Int64 // arrival of the newest byte read, ns since base; 0: none yet
+	kernel atomic.Bool  // the newest read carried a kernel timestamp
+	sys    *sysConn     // nil: plain reads
 }
 
 // Wrap returns nc reading with kernel receive timestamps when the platform
