@@ -53,7 +53,8 @@ type Config struct {
 	Now func() time.Time
 	// ReadTimestamps stamps stream events when the client's read returns
 	// instead of with the kernel's receive time of their bytes. Kernel
-	// stamps (Linux, plain-HTTP targets) keep the load generator's own
+	// stamps (Linux; http:// and https:// through the client's own
+	// connections, not an injected Transport) keep the load generator's own
 	// scheduling delays out of TTFT and inter-token latencies; this switch
 	// is there to compare the two.
 	ReadTimestamps bool
@@ -118,7 +119,7 @@ type Client struct {
 	// or a test transport); path and hdr are its request line's target and
 	// its fixed header lines.
 	h1     *h1Pool
-	rxHTTP bool // net/http connections are rxstamp connections
+	rxHTTP bool // the client dials rxstamp connections (net/http and h1)
 	path   string
 	hdr    []byte
 	bodies sync.Pool // *[]byte request bodies for h1
@@ -187,7 +188,8 @@ func New(cfg Config) (*Client, error) {
 	tr := cfg.Transport
 	conns := max(cfg.MaxConns, 1)
 	// Kernel receive timestamps need the real clock and our own dialer.
-	rxHTTP := tr == nil && !cfg.ReadTimestamps && cfg.Now == nil
+	kernelStamps := !cfg.ReadTimestamps && cfg.Now == nil
+	rxHTTP := tr == nil && kernelStamps
 	if tr == nil {
 		dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		if rxHTTP {
@@ -243,7 +245,7 @@ func (c *Client) directHTTP(conns int) error {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	c.h1 = newH1Pool(addr, u.Host, conns+16)
-	c.h1.rx = !c.cfg.ReadTimestamps && c.cfg.Now == nil
+	c.h1.rx = c.rxHTTP
 	c.path = u.RequestURI()
 	c.hdr = []byte("Content-Type: application/json\r\nAccept: text/event-stream\r\n")
 	if c.cfg.APIKey != "" {
