@@ -244,6 +244,7 @@ type accuracy struct {
 	clientITL, srvITL            []float64
 	collapsed                    int // client ITL values under 10 % of the injected ITL
 	tokens, failed               int
+	warmupTokens                 int // streamed by warmup requests (CPU counts them)
 }
 
 func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration) {
@@ -292,7 +293,7 @@ func (a *accuracy) report(b *testing.B, cpu time.Duration) {
 	b.ReportMetric(cd.P99-sd.P99, "itl-err-p99-ms")
 	b.ReportMetric(float64(a.collapsed)/float64(max(len(a.clientITL), 1)), "itl-collapsed-ratio")
 	b.ReportMetric(float64(a.failed), "failed")
-	b.ReportMetric(cpu.Seconds()*1e6/float64(max(a.tokens, 1)), "cpu-µs/token")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(max(a.tokens+a.warmupTokens, 1)), "cpu-µs/token")
 }
 
 // Stream shape of the accuracy benchmarks (the issue's): TTFT 50 ms, one
@@ -355,6 +356,8 @@ func measureAccuracy(b *testing.B, d runner.Doer, streams int) {
 			b.Fatal(err)
 		}
 		all.add(b, out.Results, accITL)
+		// The CPU covers the warmup requests too (accTokens each).
+		all.warmupTokens += out.Warmup * accTokens
 	}
 	b.StopTimer()
 	all.report(b, cpu)
