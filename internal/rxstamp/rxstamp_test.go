@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -40,61 +39,6 @@ func pair(t *testing.T) (*Conn, net.Conn) {
 	c := Wrap(nc)
 	t.Cleanup(func() { c.Close(); srv.Close() })
 	return c, srv
-}
-
-// The arrival of data that waited in the socket is when it arrived, not
-// when it was read: the stamp comes before the read started. A stamp taken
-// when the read returns could not pass this.
-func TestArrivalIsBeforeALateRead(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("kernel receive timestamps are implemented on Linux only")
-	}
-	c, srv := pair(t)
-	// The kernel turns receive timestamping on in the background (a
-	// deferred static key) when the first socket asks for it: segments
-	// received before that carry no stamp. Exchanges go on until one is
-	// stamped, however long the kernel takes on a busy machine; the
-	// deadline only stops a broken test from hanging.
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := srv.Write([]byte("warmup")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, make([]byte, len("warmup"))); err != nil {
-			t.Fatal(err)
-		}
-		if c.Kernel() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no kernel timestamp within a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for i, msg := range []string{"first", "second"} {
-		written := time.Now()
-		if _, err := srv.Write([]byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(30 * time.Millisecond) // the data waits in the socket (at least this long: sleeps only overrun)
-		readStart := time.Now()
-		buf := make([]byte, 64)
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != msg {
-			t.Fatalf("read %d: %q, %v", i, buf[:n], err)
-		}
-		if !c.Kernel() {
-			t.Fatalf("read %d: no kernel timestamp", i)
-		}
-		at := c.LastArrival()
-		if !at.After(written) || !at.Before(readStart) {
-			t.Errorf("read %d: arrival %v is not between the write (%v) and the start of the read (%v)",
-				i, at.Format(time.StampNano), written.Format(time.StampNano), readStart.Format(time.StampNano))
-		}
-		if at.Sub(written) < 0 || readStart.Sub(at) < 10*time.Millisecond {
-			// The data sat in the socket for about 30 ms.
-			t.Errorf("read %d: arrival %v after the write, %v before the read", i, at.Sub(written), readStart.Sub(at))
-		}
-	}
 }
 
 func TestReadErrorsKeepNetConnSemantics(t *testing.T) {
