@@ -1,0 +1,52 @@
+// Package simdriver is a simulated CUDA driver: it implements gpuprobe.Driver
+// for tests and for the simulated fleet (internal/gpusim), emulating the
+// probe's kernels by name with durations derived from each device's figures
+// on a virtual clock, and injecting faults on request.
+package simdriver
+
+import (
+	"time"
+)
+
+// Device is one simulated CUDA device. Figures are what the device delivers
+// when nothing else runs; Slowdown and Neighbour vary them over time.
+type Device struct {
+	Name              string
+	UUID              string // "GPU-…" or "MIG-…"
+	PCIBusID          string // "00000000:18:00.0"
+	CCMajor, CCMinor  int
+	SMs               int
+	TotalMemoryBytes  uint64
+	ClockRateKHz      int
+	MemoryClockKHz    int
+	MemoryBusWidthBit int
+
+	H2DBytesPerSecond        float64
+	D2HBytesPerSecond        float64
+	DeviceCopyBytesPerSecond float64
+	FP32FLOPS                float64
+	FP16TensorFLOPS          float64 // 0 with CCMajor < 8: the tensor module fails to load
+	BF16TensorFLOPS          float64
+	LaunchLatency            time.Duration // empty kernel round trip
+	TimerResolution          time.Duration // %globaltimer step
+
+	// UsedByOthers is device memory held by other contexts at t (nil: none);
+	// it lowers MemGetInfo's free and what allocations can get.
+	UsedByOthers func(t time.Time) uint64
+	// Slowdown is the fraction (0,1] of the figures delivered at t (a
+	// throttled GPU); nil: 1.
+	Slowdown func(t time.Time) float64
+	// Neighbour is another context time-sliced with ours at t: the share of
+	// GPU time it takes (0 none) and the length of its time slice. Our
+	// kernels are stretched by 1/(1-share) and the stolen-time kernel sees
+	// gaps of length slice; nil: none.
+	Neighbour func(t time.Time) (share float64, slice time.Duration)
+}
+
+// Options configure a Driver.
+type Options struct {
+	// Now is the base clock; the driver's virtual clock never runs behind
+	// it and advances by the simulated duration of every call. Nil: time.Now.
+	Now  func() time.Time
+	Seed int64
+}
