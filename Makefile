@@ -22,7 +22,7 @@ export DEMO_SCENARIO ?= demo
 export DEMO_RATE ?= 8
 export DEMO_GPU_HOURLY_USD ?= 2.50
 
-.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke fmt clean
+.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean
 
 all: build
 
@@ -65,7 +65,7 @@ dashboards:
 generate:
 	$(GO) run ./deploy/gen
 
-test: vet unit check-metrics check-rules
+test: vet unit check-metrics check-rules check-ptx
 
 demo: build
 	@bash scripts/demo.sh $(BIN)
@@ -75,6 +75,12 @@ bench:
 
 gpu-smoke:
 	@bash scripts/gpu-smoke.sh
+
+# Assembles the probe's PTX kernels with NVIDIA's ptxas (sm_70/80/90) and
+# tests the libcuda binding against the real driver library, both fetched
+# once from Debian's non-free archive into $(SCRATCH)/cuda (no GPU needed).
+check-ptx:
+	@bash scripts/check-ptx.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

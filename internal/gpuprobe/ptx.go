@@ -3,7 +3,505 @@ package gpuprobe
 // ptxBase holds KernelNoop, KernelCopy, KernelFMA and KernelStolen; ptxTensor
 // holds KernelMMAF16 and KernelMMABF16 (compute capability 8.0+), in a module
 // of its own so that older GPUs still load the base module.
+//
+// Both are PTX ISA 7.0 (CUDA 11.0, driver R450 or newer). The driver JIT
+// compiles them for the GPU at hand (cuModuleLoadDataEx); scripts/check-ptx.sh
+// assembles them with ptxas for sm_70 (base only), sm_80 and sm_90.
+//
+// Conventions shared by the kernels (see kernels.go for the contracts):
+//   - every parameter is .u64, in the order kernels.go documents;
+//   - the global thread index is ctaid.x*ntid.x + tid.x (1-D launches); the
+//     global warp index is that divided by 32 (blocks are multiples of 32);
+//   - loop counts are u64 parameters, so ptxas cannot fold a loop away; the
+//     hot loops are unrolled by hand (8 iterations of FMA, 4 of MMA) with a
+//     one-iteration tail, so an iteration count need not be a multiple of
+//     the unroll and the work done is exactly what kernels.go counts.
 const (
-	ptxBase   = "" // TODO(gpuprobe): being written
-	ptxTensor = ""
+	ptxBase = `//
+// gpulens probe kernels: base module (any GPU the driver supports)
+//
+.version 7.0
+.target sm_52
+.address_size 64
+
+// gpulens_noop(): returns at once (launch latency).
+.visible .entry gpulens_noop()
+{
+	ret;
+}
+
+// gpulens_copy(dst, src, n16): copies n16 16-byte words, grid-stride.
+.visible .entry gpulens_copy(
+	.param .u64 gpulens_copy_dst,
+	.param .u64 gpulens_copy_src,
+	.param .u64 gpulens_copy_n16
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<9>;
+	.reg .b64 	%rd<10>;
+
+	ld.param.u64 	%rd1, [gpulens_copy_dst];
+	ld.param.u64 	%rd2, [gpulens_copy_src];
+	ld.param.u64 	%rd3, [gpulens_copy_n16];
+	cvta.to.global.u64 	%rd1, %rd1;
+	cvta.to.global.u64 	%rd2, %rd2;
+	mov.u32 	%r1, %ctaid.x;
+	mov.u32 	%r2, %ntid.x;
+	mov.u32 	%r3, %tid.x;
+	mov.u32 	%r4, %nctaid.x;
+	mul.wide.u32 	%rd4, %r1, %r2;
+	cvt.u64.u32 	%rd5, %r3;
+	add.u64 	%rd4, %rd4, %rd5;	// i = global thread
+	mul.wide.u32 	%rd6, %r2, %r4;	// stride = threads in the grid
+	setp.ge.u64 	%p1, %rd4, %rd3;
+	@%p1 bra 	COPY_DONE;
+COPY_LOOP:
+	shl.b64 	%rd7, %rd4, 4;
+	add.u64 	%rd8, %rd2, %rd7;
+	ld.global.v4.u32 	{%r5, %r6, %r7, %r8}, [%rd8];
+	add.u64 	%rd9, %rd1, %rd7;
+	st.global.v4.u32 	[%rd9], {%r5, %r6, %r7, %r8};
+	add.u64 	%rd4, %rd4, %rd6;
+	setp.lt.u64 	%p1, %rd4, %rd3;
+	@%p1 bra 	COPY_LOOP;
+COPY_DONE:
+	ret;
+}
+
+// gpulens_fma(out, iters): FMAChains (8) independent FP32 FMA chains per
+// thread, iters iterations, x = x*a + b with a = 0.99999, b = 1e-5 (the
+// chains converge to 1, never overflow). Chain c starts at
+// gid*2^-20 + (c+1), so every thread computes different values; the sum of
+// the chains goes to out[gid] (f32).
+.visible .entry gpulens_fma(
+	.param .u64 gpulens_fma_out,
+	.param .u64 gpulens_fma_iters
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<8>;
+	.reg .f32 	%f<14>;
+
+	ld.param.u64 	%rd1, [gpulens_fma_out];
+	ld.param.u64 	%rd2, [gpulens_fma_iters];
+	mov.u32 	%r1, %ctaid.x;
+	mov.u32 	%r2, %ntid.x;
+	mov.u32 	%r3, %tid.x;
+	mul.wide.u32 	%rd3, %r1, %r2;
+	cvt.u64.u32 	%rd4, %r3;
+	add.u64 	%rd3, %rd3, %rd4;	// gid
+	cvt.rn.f32.u64 	%f9, %rd3;
+	mul.rn.f32 	%f9, %f9, 0f35800000;	// gid * 2^-20
+	add.rn.f32 	%f1, %f9, 0f3F800000;	// + 1
+	add.rn.f32 	%f2, %f9, 0f40000000;	// + 2
+	add.rn.f32 	%f3, %f9, 0f40400000;	// + 3
+	add.rn.f32 	%f4, %f9, 0f40800000;	// + 4
+	add.rn.f32 	%f5, %f9, 0f40A00000;	// + 5
+	add.rn.f32 	%f6, %f9, 0f40C00000;	// + 6
+	add.rn.f32 	%f7, %f9, 0f40E00000;	// + 7
+	add.rn.f32 	%f8, %f9, 0f41000000;	// + 8
+	mov.f32 	%f10, 0f3F7FFF58;	// a = 0.99999
+	mov.f32 	%f11, 0f3727C5AC;	// b = 1e-5
+	mov.u64 	%rd5, %rd2;	// iterations left
+	setp.lt.u64 	%p1, %rd5, 8;
+	@%p1 bra 	FMA_TAIL;
+FMA_LOOP8:
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	sub.u64 	%rd5, %rd5, 8;
+	setp.ge.u64 	%p1, %rd5, 8;
+	@%p1 bra 	FMA_LOOP8;
+FMA_TAIL:
+	setp.eq.u64 	%p2, %rd5, 0;
+	@%p2 bra 	FMA_DONE;
+FMA_LOOP1:
+	fma.rn.f32 	%f1, %f1, %f10, %f11;
+	fma.rn.f32 	%f2, %f2, %f10, %f11;
+	fma.rn.f32 	%f3, %f3, %f10, %f11;
+	fma.rn.f32 	%f4, %f4, %f10, %f11;
+	fma.rn.f32 	%f5, %f5, %f10, %f11;
+	fma.rn.f32 	%f6, %f6, %f10, %f11;
+	fma.rn.f32 	%f7, %f7, %f10, %f11;
+	fma.rn.f32 	%f8, %f8, %f10, %f11;
+	sub.u64 	%rd5, %rd5, 1;
+	setp.ne.u64 	%p2, %rd5, 0;
+	@%p2 bra 	FMA_LOOP1;
+FMA_DONE:
+	add.rn.f32 	%f12, %f1, %f2;
+	add.rn.f32 	%f12, %f12, %f3;
+	add.rn.f32 	%f12, %f12, %f4;
+	add.rn.f32 	%f12, %f12, %f5;
+	add.rn.f32 	%f12, %f12, %f6;
+	add.rn.f32 	%f12, %f12, %f7;
+	add.rn.f32 	%f12, %f12, %f8;
+	cvta.to.global.u64 	%rd6, %rd1;
+	shl.b64 	%rd7, %rd3, 2;
+	add.u64 	%rd6, %rd6, %rd7;
+	st.global.f32 	[%rd6], %f12;
+	ret;
+}
+
+// gpulens_stolen(out, window_ns, threshold_ns, max_gaps): thread 0 of each
+// block reads %globaltimer until window_ns has passed since its first
+// reading; a step longer than threshold_ns is a gap (time this block did
+// not run). Header at out + ctaid.x*8*(6+2*max_gaps), little-endian u64:
+// first, last, gaps, sum of gaps, smallest non-zero step (0: none seen),
+// reads (the first reading included); then up to max_gaps records
+// (reading before the gap, gap length). The other threads return at once.
+.visible .entry gpulens_stolen(
+	.param .u64 gpulens_stolen_out,
+	.param .u64 gpulens_stolen_window,
+	.param .u64 gpulens_stolen_threshold,
+	.param .u64 gpulens_stolen_max_gaps
+)
+{
+	.reg .pred 	%p<6>;
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<20>;
+
+	mov.u32 	%r1, %tid.x;
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	STOLEN_EXIT;
+	ld.param.u64 	%rd1, [gpulens_stolen_out];
+	ld.param.u64 	%rd2, [gpulens_stolen_window];
+	ld.param.u64 	%rd3, [gpulens_stolen_threshold];
+	ld.param.u64 	%rd4, [gpulens_stolen_max_gaps];
+	cvta.to.global.u64 	%rd1, %rd1;
+	shl.b64 	%rd5, %rd4, 1;
+	add.u64 	%rd5, %rd5, 6;
+	shl.b64 	%rd5, %rd5, 3;	// bytes per block: 8*(6+2*max_gaps)
+	mov.u32 	%r2, %ctaid.x;
+	cvt.u64.u32 	%rd6, %r2;
+	mad.lo.u64 	%rd7, %rd6, %rd5, %rd1;	// this block's header
+	add.u64 	%rd8, %rd7, 48;	// this block's gap records
+	mov.u64 	%rd9, %globaltimer;	// first reading
+	add.u64 	%rd10, %rd9, %rd2;	// end of the window
+	mov.u64 	%rd11, %rd9;	// previous reading
+	mov.u64 	%rd12, 0;	// gaps
+	mov.u64 	%rd13, 0;	// sum of gaps
+	mov.u64 	%rd14, 0xFFFFFFFFFFFFFFFF;	// smallest non-zero step
+	mov.u64 	%rd15, 1;	// reads
+STOLEN_LOOP:
+	mov.u64 	%rd16, %globaltimer;
+	add.u64 	%rd15, %rd15, 1;
+	setp.le.u64 	%p2, %rd16, %rd11;	// no step (or the timer went back)
+	@%p2 bra 	STOLEN_NEXT;
+	sub.u64 	%rd17, %rd16, %rd11;	// step
+	min.u64 	%rd14, %rd14, %rd17;
+	setp.le.u64 	%p3, %rd17, %rd3;
+	@%p3 bra 	STOLEN_NEXT;
+	setp.ge.u64 	%p4, %rd12, %rd4;	// record kept only below max_gaps
+	@%p4 bra 	STOLEN_COUNT;
+	shl.b64 	%rd18, %rd12, 4;
+	add.u64 	%rd19, %rd8, %rd18;
+	st.global.u64 	[%rd19], %rd11;
+	st.global.u64 	[%rd19+8], %rd17;
+STOLEN_COUNT:
+	add.u64 	%rd12, %rd12, 1;
+	add.u64 	%rd13, %rd13, %rd17;
+STOLEN_NEXT:
+	mov.u64 	%rd11, %rd16;
+	setp.lt.u64 	%p5, %rd16, %rd10;
+	@%p5 bra 	STOLEN_LOOP;
+	setp.eq.u64 	%p2, %rd14, 0xFFFFFFFFFFFFFFFF;
+	selp.u64 	%rd14, 0, %rd14, %p2;
+	st.global.u64 	[%rd7], %rd9;
+	st.global.u64 	[%rd7+8], %rd11;
+	st.global.u64 	[%rd7+16], %rd12;
+	st.global.u64 	[%rd7+24], %rd13;
+	st.global.u64 	[%rd7+32], %rd14;
+	st.global.u64 	[%rd7+40], %rd15;
+STOLEN_EXIT:
+	ret;
+}
+`
+
+	ptxTensor = `//
+// gpulens probe kernels: tensor module (mma.sync, compute capability 8.0+)
+//
+.version 7.0
+.target sm_80
+.address_size 64
+
+// gpulens_mma_f16(out, iters) / gpulens_mma_bf16(out, iters): each warp runs
+// MMAChains (4) independent mma.sync.aligned.m16n8k16 per iteration, f32
+// accumulators. Every element a lane holds in its A fragment is
+// (lane+1)/64, in its B fragment (lane%4+1)/8 (exact in f16 and bf16, so
+// both kernels compute the same values); chain c's accumulators start at
+// c+1. Lane 0 of each warp stores the sum of its 16 accumulators to
+// out[global warp] (f32).
+.visible .entry gpulens_mma_f16(
+	.param .u64 gpulens_mma_f16_out,
+	.param .u64 gpulens_mma_f16_iters
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<9>;
+	.reg .f32 	%f<24>;
+
+	ld.param.u64 	%rd1, [gpulens_mma_f16_out];
+	ld.param.u64 	%rd2, [gpulens_mma_f16_iters];
+	mov.u32 	%r1, %laneid;
+	add.u32 	%r2, %r1, 1;
+	cvt.rn.f32.u32 	%f20, %r2;
+	mul.rn.f32 	%f20, %f20, 0f3C800000;	// (lane+1)/64
+	and.b32 	%r3, %r1, 3;
+	add.u32 	%r3, %r3, 1;
+	cvt.rn.f32.u32 	%f21, %r3;
+	mul.rn.f32 	%f21, %f21, 0f3E000000;	// (lane%4+1)/8
+	cvt.rn.f16x2.f32 	%r4, %f20, %f20;	// A
+	cvt.rn.f16x2.f32 	%r5, %f21, %f21;	// B
+	mov.f32 	%f0, 0f3F800000;
+	mov.f32 	%f1, 0f3F800000;
+	mov.f32 	%f2, 0f3F800000;
+	mov.f32 	%f3, 0f3F800000;
+	mov.f32 	%f4, 0f40000000;
+	mov.f32 	%f5, 0f40000000;
+	mov.f32 	%f6, 0f40000000;
+	mov.f32 	%f7, 0f40000000;
+	mov.f32 	%f8, 0f40400000;
+	mov.f32 	%f9, 0f40400000;
+	mov.f32 	%f10, 0f40400000;
+	mov.f32 	%f11, 0f40400000;
+	mov.f32 	%f12, 0f40800000;
+	mov.f32 	%f13, 0f40800000;
+	mov.f32 	%f14, 0f40800000;
+	mov.f32 	%f15, 0f40800000;
+	mov.u64 	%rd3, %rd2;	// iterations left
+	setp.lt.u64 	%p1, %rd3, 4;
+	@%p1 bra 	F16_TAIL;
+F16_LOOP4:
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	sub.u64 	%rd3, %rd3, 4;
+	setp.ge.u64 	%p1, %rd3, 4;
+	@%p1 bra 	F16_LOOP4;
+F16_TAIL:
+	setp.eq.u64 	%p2, %rd3, 0;
+	@%p2 bra 	F16_DONE;
+F16_LOOP1:
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	sub.u64 	%rd3, %rd3, 1;
+	setp.ne.u64 	%p2, %rd3, 0;
+	@%p2 bra 	F16_LOOP1;
+F16_DONE:
+	add.rn.f32 	%f16, %f0, %f1;
+	add.rn.f32 	%f16, %f16, %f2;
+	add.rn.f32 	%f16, %f16, %f3;
+	add.rn.f32 	%f16, %f16, %f4;
+	add.rn.f32 	%f16, %f16, %f5;
+	add.rn.f32 	%f16, %f16, %f6;
+	add.rn.f32 	%f16, %f16, %f7;
+	add.rn.f32 	%f16, %f16, %f8;
+	add.rn.f32 	%f16, %f16, %f9;
+	add.rn.f32 	%f16, %f16, %f10;
+	add.rn.f32 	%f16, %f16, %f11;
+	add.rn.f32 	%f16, %f16, %f12;
+	add.rn.f32 	%f16, %f16, %f13;
+	add.rn.f32 	%f16, %f16, %f14;
+	add.rn.f32 	%f16, %f16, %f15;
+	setp.ne.u32 	%p3, %r1, 0;
+	@%p3 bra 	F16_EXIT;
+	mov.u32 	%r5, %ctaid.x;
+	mov.u32 	%r6, %ntid.x;
+	mov.u32 	%r7, %tid.x;
+	mul.wide.u32 	%rd4, %r5, %r6;
+	cvt.u64.u32 	%rd5, %r7;
+	add.u64 	%rd4, %rd4, %rd5;
+	shr.u64 	%rd4, %rd4, 5;	// global warp
+	cvta.to.global.u64 	%rd6, %rd1;
+	shl.b64 	%rd7, %rd4, 2;
+	add.u64 	%rd6, %rd6, %rd7;
+	st.global.f32 	[%rd6], %f16;
+F16_EXIT:
+	ret;
+}
+
+.visible .entry gpulens_mma_bf16(
+	.param .u64 gpulens_mma_bf16_out,
+	.param .u64 gpulens_mma_bf16_iters
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<9>;
+	.reg .f32 	%f<24>;
+
+	ld.param.u64 	%rd1, [gpulens_mma_bf16_out];
+	ld.param.u64 	%rd2, [gpulens_mma_bf16_iters];
+	mov.u32 	%r1, %laneid;
+	add.u32 	%r2, %r1, 1;
+	cvt.rn.f32.u32 	%f20, %r2;
+	mul.rn.f32 	%f20, %f20, 0f3C800000;	// (lane+1)/64
+	and.b32 	%r3, %r1, 3;
+	add.u32 	%r3, %r3, 1;
+	cvt.rn.f32.u32 	%f21, %r3;
+	mul.rn.f32 	%f21, %f21, 0f3E000000;	// (lane%4+1)/8
+	cvt.rn.bf16x2.f32 	%r4, %f20, %f20;	// A
+	cvt.rn.bf16x2.f32 	%r5, %f21, %f21;	// B
+	mov.f32 	%f0, 0f3F800000;
+	mov.f32 	%f1, 0f3F800000;
+	mov.f32 	%f2, 0f3F800000;
+	mov.f32 	%f3, 0f3F800000;
+	mov.f32 	%f4, 0f40000000;
+	mov.f32 	%f5, 0f40000000;
+	mov.f32 	%f6, 0f40000000;
+	mov.f32 	%f7, 0f40000000;
+	mov.f32 	%f8, 0f40400000;
+	mov.f32 	%f9, 0f40400000;
+	mov.f32 	%f10, 0f40400000;
+	mov.f32 	%f11, 0f40400000;
+	mov.f32 	%f12, 0f40800000;
+	mov.f32 	%f13, 0f40800000;
+	mov.f32 	%f14, 0f40800000;
+	mov.f32 	%f15, 0f40800000;
+	mov.u64 	%rd3, %rd2;	// iterations left
+	setp.lt.u64 	%p1, %rd3, 4;
+	@%p1 bra 	BF16_TAIL;
+BF16_LOOP4:
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	sub.u64 	%rd3, %rd3, 4;
+	setp.ge.u64 	%p1, %rd3, 4;
+	@%p1 bra 	BF16_LOOP4;
+BF16_TAIL:
+	setp.eq.u64 	%p2, %rd3, 0;
+	@%p2 bra 	BF16_DONE;
+BF16_LOOP1:
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	sub.u64 	%rd3, %rd3, 1;
+	setp.ne.u64 	%p2, %rd3, 0;
+	@%p2 bra 	BF16_LOOP1;
+BF16_DONE:
+	add.rn.f32 	%f16, %f0, %f1;
+	add.rn.f32 	%f16, %f16, %f2;
+	add.rn.f32 	%f16, %f16, %f3;
+	add.rn.f32 	%f16, %f16, %f4;
+	add.rn.f32 	%f16, %f16, %f5;
+	add.rn.f32 	%f16, %f16, %f6;
+	add.rn.f32 	%f16, %f16, %f7;
+	add.rn.f32 	%f16, %f16, %f8;
+	add.rn.f32 	%f16, %f16, %f9;
+	add.rn.f32 	%f16, %f16, %f10;
+	add.rn.f32 	%f16, %f16, %f11;
+	add.rn.f32 	%f16, %f16, %f12;
+	add.rn.f32 	%f16, %f16, %f13;
+	add.rn.f32 	%f16, %f16, %f14;
+	add.rn.f32 	%f16, %f16, %f15;
+	setp.ne.u32 	%p3, %r1, 0;
+	@%p3 bra 	BF16_EXIT;
+	mov.u32 	%r5, %ctaid.x;
+	mov.u32 	%r6, %ntid.x;
+	mov.u32 	%r7, %tid.x;
+	mul.wide.u32 	%rd4, %r5, %r6;
+	cvt.u64.u32 	%rd5, %r7;
+	add.u64 	%rd4, %rd4, %rd5;
+	shr.u64 	%rd4, %rd4, 5;	// global warp
+	cvta.to.global.u64 	%rd6, %rd1;
+	shl.b64 	%rd7, %rd4, 2;
+	add.u64 	%rd6, %rd6, %rd7;
+	st.global.f32 	[%rd6], %f16;
+BF16_EXIT:
+	ret;
+}
+`
 )

@@ -25,7 +25,7 @@ type DeviceInfo struct {
 	Ordinal           int    `json:"ordinal"`
 	Name              string `json:"name"`
 	UUID              string `json:"uuid"`
-	PCIBusID          string `json:"pci_bus_id"` // "00000000:18:00.0", NVML's format
+	PCIBusID          string `json:"pci_bus_id"`         // "00000000:18:00.0", NVML's format
 	ComputeCapability string `json:"compute_capability"` // "9.0"
 	SMs               int    `json:"sms"`
 	TotalMemoryBytes  uint64 `json:"total_memory_bytes"`

@@ -55,6 +55,10 @@ var deviceCalls = []string{
 	"GetProcessUtilization", "GetMaxMigDeviceCount", "GetMigDeviceHandleByIndex", "IsMigDeviceHandle",
 	"GetGpuInstanceId", "GetComputeInstanceId", "GetDeviceHandleFromMigDeviceHandle",
 	"GpmQueryDeviceSupport", "GpmSampleGet", "GpmMigSampleGet",
+	"GetVirtualizationMode", "GetCurrPcieLinkGeneration", "GetMaxPcieLinkGeneration",
+	"GetCurrPcieLinkWidth", "GetMaxPcieLinkWidth", "GetPowerManagementDefaultLimit",
+	"GetPowerManagementLimit", "GetEccMode", "GetRetiredPages", "GetRetiredPages_v2",
+	"GetRetiredPagesPendingStatus",
 }
 
 var deviceCallSet = func() map[string]bool {
@@ -86,7 +90,7 @@ type device struct {
 	key    uint64
 	uuid   string
 	serial string
-	busID  string // 00000000:18:00.0
+	busID  string // 00000000:9A:00.0: upper-case hex, as NVML and CUDA write it
 	pci    nvml.PciInfo
 	lostAt float64 // +Inf when never lost
 
@@ -124,7 +128,7 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 	d.uuid = fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", hi>>32, (hi>>16)&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)
 	d.serial = fmt.Sprintf("%s%09d", spec.model.serialPrefix, hashN(key, 0x3333)%1_000_000_000)
 	domain, bus := uint32(index/8), dgxBuses[index%8]
-	d.busID = fmt.Sprintf("%08x:%02x:00.0", domain, bus)
+	d.busID = fmt.Sprintf("%08X:%02X:00.0", domain, bus)
 	d.pci = nvml.PciInfo{
 		Domain:         domain,
 		Bus:            bus,
@@ -133,7 +137,7 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 		PciSubSystemId: spec.model.subsystemID,
 	}
 	copyCString(d.pci.BusId[:], d.busID)
-	copyCString(d.pci.BusIdLegacy[:], fmt.Sprintf("%04x:%02x:00.0", domain, bus))
+	copyCString(d.pci.BusIdLegacy[:], fmt.Sprintf("%04X:%02X:00.0", domain, bus))
 	sd.UUID = d.uuid
 	sd.PciBusID = d.busID
 
@@ -213,17 +217,38 @@ func (d *device) memUsedPct(t float64) float64 {
 	return 0
 }
 
+// demandW is the power the board would draw at t at its maximum clocks: the
+// power signal, or derived from utilisation (without the noise powerW adds).
+func (d *device) demandW(t float64) float64 {
+	if d.spec.power != nil {
+		return d.spec.power.at(t, hashN(d.key, streamPower))
+	}
+	m := d.spec.model
+	u := d.utilPct(t) / 100
+	return m.idleW + (m.tdpW-m.idleW)*math.Pow(u, 1.15)
+}
+
 // powerW is the board power draw in watts, capped at the enforced limit.
 func (d *device) powerW(t float64) float64 {
-	m := d.spec.model
-	var p float64
-	if d.spec.power != nil {
-		p = d.spec.power.at(t, hashN(d.key, streamPower))
-	} else {
-		u := d.utilPct(t) / 100
-		p = m.idleW + (m.tdpW-m.idleW)*math.Pow(u, 1.15) + 0.01*m.tdpW*smoothNoise(hashN(d.key, streamPowerDerived), t/5)
+	p := d.demandW(t)
+	if d.spec.power == nil {
+		m := d.spec.model
+		p += 0.01 * m.tdpW * smoothNoise(hashN(d.key, streamPowerDerived), t/5)
 	}
 	return clamp(p, 0, d.spec.powerLimitW)
+}
+
+// capFactor is the SM clock ratio that brings a demand of demandW down to
+// the power limit, beyond the usual 7 % dip at the limit: dynamic power
+// (above idle) taken as proportional to the square of the clock, a middle
+// course between f·V² with the voltage scaling with the clock (cube) and at
+// its floor (linear). 1 when the demand fits; never below about 0.22.
+func (d *device) capFactor(demandW float64) float64 {
+	limit, idle := d.spec.powerLimitW, d.spec.model.idleW
+	if demandW <= limit {
+		return 1
+	}
+	return math.Sqrt(math.Max(limit-idle, 0.05*(demandW-idle)) / (demandW - idle))
 }
 
 // tempC lags power: it follows the mean power of the last minute.
@@ -248,7 +273,7 @@ func (d *device) clocks(t float64) (float64, uint64) {
 	sm, reasons := m.smMaxMHz, uint64(0)
 	if d.powerW(t) >= 0.95*d.spec.powerLimitW {
 		reasons |= reasonPower
-		sm *= 0.93
+		sm *= 0.93 * d.capFactor(d.demandW(t))
 	}
 	if float64(d.tempRounded(t)) >= m.slowdownC {
 		reasons |= reasonThermal
@@ -257,11 +282,12 @@ func (d *device) clocks(t float64) (float64, uint64) {
 	return math.Round(sm/15) * 15, reasons
 }
 
+// memory is the device's memory as NVML shows it; in a vGPU guest, the
+// vGPU profile's framebuffer.
 func (d *device) memory(t float64) nvml.Memory_v2 {
-	m := d.spec.model
-	total := m.cfg.MemoryMB * mib
-	reserved := m.reservedMiB * mib
-	usableMiB := m.cfg.MemoryMB - m.reservedMiB
+	total := d.spec.totalMiB() * mib
+	reserved := d.spec.reservedMiB() * mib
+	usableMiB := d.spec.totalMiB() - d.spec.reservedMiB()
 	used := uint64(math.Round(d.memUsedPct(t)/100*float64(usableMiB))) * mib
 	if len(d.spec.tenants) > 0 {
 		_, _, b := d.tenantLoad(t, -1)
@@ -536,10 +562,14 @@ func (d *device) GetPcieReplayCounter() (int, nvml.Return) {
 
 // GetTotalEccErrors: volatile counts since sim time zero; aggregate adds a
 // seeded lifetime history of about 30 days at the same rate.
+// ERROR_NOT_SUPPORTED with ECC disabled (ecc_mode: false).
 func (d *device) GetTotalEccErrors(et nvml.MemoryErrorType, ct nvml.EccCounterType) (uint64, nvml.Return) {
 	t, r := d.enter("GetTotalEccErrors")
 	if r != nvml.SUCCESS {
 		return 0, r
+	}
+	if d.spec.eccOff {
+		return 0, nvml.ERROR_NOT_SUPPORTED // no ECC counts with ECC disabled
 	}
 	var p *process
 	switch et {

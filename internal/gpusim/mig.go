@@ -15,6 +15,7 @@ type migProfile struct {
 	name      string // 1g.10gb
 	slices    int
 	memoryMiB uint64
+	sms       int // multiprocessors
 }
 
 // migProfilesOf names a model's GPU-instance profiles ("3g.40gb") from
@@ -25,7 +26,7 @@ func migProfilesOf(m *model) (map[string]migProfile, int) {
 	for _, p := range m.cfg.MIGProfiles.GpuInstanceProfiles {
 		name := fmt.Sprintf("%dg.%dgb", p.SliceCount, int(math.Round(float64(p.MemorySizeMB)/1024)))
 		if _, dup := out[name]; !dup {
-			out[name] = migProfile{name: name, slices: int(p.SliceCount), memoryMiB: p.MemorySizeMB}
+			out[name] = migProfile{name: name, slices: int(p.SliceCount), memoryMiB: p.MemorySizeMB, sms: int(p.MultiprocessorCount)}
 		}
 		maxSlices = max(maxSlices, int(p.SliceCount))
 	}

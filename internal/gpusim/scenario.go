@@ -81,6 +81,8 @@ type deviceSpec struct {
 	node           string
 	mig            []migProfile
 	tenants        []*tenantSpec
+	hostView
+	probe probeSpec
 }
 
 type faultKind int
@@ -155,6 +157,11 @@ type rawGroup struct {
 	PersistenceMode    *bool          `yaml:"persistence_mode"`
 	ComputeMode        string         `yaml:"compute_mode"`
 	RemappedRows       *rawRemapped   `yaml:"remapped_rows"`
+	Virtualization     string         `yaml:"virtualization"`
+	VgpuMemoryMiB      *int           `yaml:"vgpu_memory_mib"`
+	PcieLink           *rawPcieLink   `yaml:"pcie_link"`
+	EccMode            *bool          `yaml:"ecc_mode"`
+	Probe              *rawProbe      `yaml:"probe"`
 }
 
 type rawECC struct {
@@ -773,6 +780,8 @@ func validate(r *rawScenario, l *errList) *Scenario {
 			}
 			base.remapped = rr
 		}
+		validateHostView(l, gp, g, m, &base)
+		base.probe = validateProbe(l, gp+".probe", g.Probe)
 		for k := 0; k < count; k++ {
 			d := base
 			d.inGroup = k

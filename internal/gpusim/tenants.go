@@ -175,7 +175,7 @@ func validateTenants(l *errList, raws []rawTenant, sc *Scenario) {
 		ts.memUtil = validateSignal(l, p+".memory_util", r.MemoryUtil, percentKind)
 		ts.memory = validateSignal(l, p+".memory", r.Memory, memoryMiBKind)
 		if dev != nil {
-			capMiB := float64(dev.model.cfg.MemoryMB - dev.model.reservedMiB)
+			capMiB := float64(dev.totalMiB() - dev.reservedMiB())
 			if ts.migInstance >= 0 {
 				capMiB = float64(dev.mig[ts.migInstance].memoryMiB)
 			}

@@ -49,4 +49,7 @@ type Options struct {
 	// it and advances by the simulated duration of every call. Nil: time.Now.
 	Now  func() time.Time
 	Seed int64
+	// DriverVersion is what DriverVersion reports, CUDA's encoding (12040
+	// for 12.4); 0: 12040.
+	DriverVersion int
 }

@@ -1,0 +1,658 @@
+package gpuprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+)
+
+// How the measurements are sized. Every timed measurement but the stolen
+// time and the launch latency runs the same way (calibrated): a pilot
+// workload that grows until it takes pilotShare of the measurement's share of
+// the GPU time budget (this also warms up the JIT-compiled kernel and the
+// copy path), then targetIters iterations sized from the pilot's rate so
+// that they fill the rest of the share. When a size hits its memory cap the
+// iteration count grows instead, up to maxIters.
+//
+// A figure is the median of the iterations' rates, not the best: the best of
+// several short runs can land in a moment when a time-slicing neighbour was
+// idle and report the full GPU, hiding exactly what the probe is for; the
+// median is what a tenant typically gets and still ignores a single outlier
+// (a first-touch page fault, one preemption).
+const (
+	targetIters = 5
+	maxIters    = 50
+	pilotShare  = 20 // the pilot grows until it takes 1/pilotShare of the share
+	// plannedShare is the share of the budget (less the stolen window)
+	// planned for, leaving room for pilots overshooting and for a stolen
+	// kernel that ends in a neighbour's slice.
+	plannedShare = 0.9
+
+	maxHostCopyBytes   = 64 << 20  // PCIe peaks at a few MiB; pinned host memory is scarce
+	maxDeviceCopyBytes = 512 << 20 // per buffer, far beyond any L2
+	pilotCopyBytes     = 1 << 20
+	pilotKernelIters   = 16
+
+	copyBlocksPerSM  = 4
+	copyThreads      = 256
+	fmaBlocksPerSM   = 4
+	fmaThreads       = 256
+	mmaBlocksPerSM   = 8
+	mmaThreads       = 128
+	launchWarmup     = 5
+	minLaunches      = 20
+	maxLaunches      = 1000
+	stolenBlockWidth = 32
+)
+
+// weight is m's part of the budget (less the stolen window).
+func weight(m string) float64 {
+	switch m {
+	case MeasureH2D, MeasureD2H, MeasureDeviceCopy, MeasureFP32, MeasureFP16, MeasureBF16:
+		return 1
+	case MeasureLaunch:
+		return 0.1 // a few ms are hundreds of round trips
+	}
+	return 0 // memory (untimed) and stolen (its own window)
+}
+
+// session is one Probe's state on its locked thread, inside its context.
+type session struct {
+	drv Driver
+	ctx context.Context
+	cfg Config
+	dev DeviceInfo
+	res *Result
+	log *slog.Logger
+
+	ptx         [2]string // base, tensor
+	modules     [2]Module
+	moduleErr   [2]error
+	moduleTried [2]bool
+
+	gpuTime     time.Duration // every timed part so far
+	planned     time.Duration // GPU time planned for the measurements before stolen
+	weightsLeft float64
+}
+
+func newSession(ctx context.Context, drv Driver, cfg Config, dev DeviceInfo, res *Result, log *slog.Logger, ptx [2]string) *session {
+	s := &session{drv: drv, ctx: ctx, cfg: cfg, dev: dev, res: res, log: log, ptx: ptx}
+	avail := cfg.GPUTimeBudget
+	if !cfg.skips(MeasureStolen) {
+		avail -= cfg.StolenWindow
+	}
+	s.planned = time.Duration(float64(avail) * plannedShare)
+	for _, m := range Measurements {
+		if !cfg.skips(m) {
+			s.weightsLeft += weight(m)
+		}
+	}
+	return s
+}
+
+// measure runs one measurement, filling its part of the Result.
+func (s *session) measure(m string) error {
+	defer func() { s.weightsLeft -= weight(m) }()
+	switch m {
+	case MeasureMemory:
+		return s.memory()
+	case MeasureH2D:
+		return s.hostCopy(m, true)
+	case MeasureD2H:
+		return s.hostCopy(m, false)
+	case MeasureDeviceCopy:
+		return s.deviceCopy(m)
+	case MeasureFP32:
+		return s.fp32(m)
+	case MeasureFP16:
+		return s.tensor(m, KernelMMAF16, &s.res.FP16TensorFLOPS)
+	case MeasureBF16:
+		return s.tensor(m, KernelMMABF16, &s.res.BF16TensorFLOPS)
+	case MeasureLaunch:
+		return s.launch(m)
+	case MeasureStolen:
+		return s.stolen()
+	}
+	return fmt.Errorf("unknown measurement %q", m)
+}
+
+// share is the GPU time measurement m may use: what is left of the planned
+// time, split by weight among the measurements still to run.
+func (s *session) share(m string) (time.Duration, error) {
+	left := s.planned - s.gpuTime
+	if left <= 0 || s.weightsLeft <= 0 {
+		return 0, fmt.Errorf("GPU time budget (%s) spent before this measurement", s.cfg.GPUTimeBudget)
+	}
+	return time.Duration(float64(left) * weight(m) / s.weightsLeft), nil
+}
+
+// cut reports a context that ended inside a measurement.
+func (s *session) cut() error {
+	if err := s.ctx.Err(); err != nil {
+		return fmt.Errorf("cut short: %w", err)
+	}
+	return nil
+}
+
+// function returns a kernel of the base or tensor module, loading the
+// module on first use; a module that failed to load fails every kernel of
+// it with the same error.
+func (s *session) function(name string) (Function, error) {
+	i := 0
+	if name == KernelMMAF16 || name == KernelMMABF16 {
+		i = 1
+	}
+	if !s.moduleTried[i] {
+		s.moduleTried[i] = true
+		s.modules[i], s.moduleErr[i] = s.drv.ModuleLoadData(s.ptx[i])
+		if s.moduleErr[i] != nil {
+			s.moduleErr[i] = fmt.Errorf("loading the %s module: %w", [2]string{"base", "tensor"}[i], s.moduleErr[i])
+		}
+	}
+	if s.moduleErr[i] != nil {
+		return 0, s.moduleErr[i]
+	}
+	return s.drv.ModuleGetFunction(s.modules[i], name)
+}
+
+func (s *session) unloadModules() {
+	for i, m := range s.modules {
+		if s.moduleTried[i] && s.moduleErr[i] == nil {
+			if err := s.drv.ModuleUnload(m); err != nil {
+				s.log.Warn("gpuprobe: unloading a module", "err", err)
+			}
+		}
+	}
+}
+
+// alloc allocates device memory and returns a function freeing it.
+func (s *session) alloc(bytes uint64) (DevicePtr, func(), error) {
+	p, err := s.drv.MemAlloc(bytes)
+	if err != nil {
+		return 0, nil, fmt.Errorf("allocating %d bytes of device memory: %w", bytes, err)
+	}
+	return p, func() {
+		if err := s.drv.MemFree(p); err != nil {
+			s.log.Warn("gpuprobe: freeing device memory", "err", err)
+		}
+	}, nil
+}
+
+type eventPair struct{ start, end Event }
+
+func (s *session) events() (eventPair, func(), error) {
+	var ev eventPair
+	var err error
+	if ev.start, err = s.drv.EventCreate(); err != nil {
+		return ev, nil, err
+	}
+	if ev.end, err = s.drv.EventCreate(); err != nil {
+		_ = s.drv.EventDestroy(ev.start)
+		return ev, nil, err
+	}
+	return ev, func() {
+		for _, e := range []Event{ev.start, ev.end} {
+			if err := s.drv.EventDestroy(e); err != nil {
+				s.log.Warn("gpuprobe: destroying an event", "err", err)
+			}
+		}
+	}, nil
+}
+
+// timed runs fn between two event records and returns the GPU time between
+// them, adding it to the probe's GPU time.
+func (s *session) timed(ev eventPair, fn func() error) (time.Duration, error) {
+	if err := s.drv.EventRecord(ev.start); err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	if err := s.drv.EventRecord(ev.end); err != nil {
+		return 0, err
+	}
+	if err := s.drv.EventSynchronize(ev.end); err != nil {
+		return 0, err
+	}
+	el, err := s.drv.EventElapsed(ev.start, ev.end)
+	if err != nil {
+		return 0, err
+	}
+	s.gpuTime += el
+	if el <= 0 {
+		return 0, fmt.Errorf("events measured %s", el)
+	}
+	return el, nil
+}
+
+// workload is a timed job whose size is counted in units (bytes, words,
+// loop iterations): run runs one of units and returns its GPU time.
+type workload struct {
+	pilot, max uint64
+	run        func(units uint64) (time.Duration, error)
+}
+
+// calibrated runs w within share (see targetIters) and returns the median
+// rate of its iterations in units per second.
+func (s *session) calibrated(share time.Duration, w workload) (float64, error) {
+	var used time.Duration
+	units := max(1, min(w.pilot, w.max))
+	var rate float64
+	for {
+		el, err := w.run(units)
+		if err != nil {
+			return 0, err
+		}
+		used += el
+		rate = float64(units) / el.Seconds()
+		target := share / pilotShare
+		if el >= target || units >= w.max {
+			break
+		}
+		if err := s.cut(); err != nil {
+			return 0, err
+		}
+		// Grow toward the target; time grows at most linearly with size,
+		// so this does not overshoot it.
+		grow := math.Min(16, math.Max(2, float64(target)/float64(el)))
+		units = min(w.max, uint64(float64(units)*grow))
+	}
+	left := share - used
+	per := rate * left.Seconds() / targetIters
+	iters := targetIters
+	if per > float64(w.max) {
+		per = float64(w.max)
+		iters = min(maxIters, max(targetIters, int(rate*left.Seconds()/per)))
+	}
+	if per < 1 || per < float64(units)/4 {
+		// Too little time left for iterations worth timing: the pilot's
+		// last run is the measurement.
+		return rate, nil
+	}
+	rates := make([]float64, 0, iters)
+	for range iters {
+		if err := s.cut(); err != nil {
+			return 0, err
+		}
+		el, err := w.run(uint64(per))
+		if err != nil {
+			return 0, err
+		}
+		rates = append(rates, float64(uint64(per))/el.Seconds())
+	}
+	return median(rates), nil
+}
+
+// memory reads cuMemGetInfo and, with Config.Fill, allocates and touches
+// FillStep chunks until the driver refuses, the limit or the deadline.
+func (s *session) memory() error {
+	free, total, err := s.drv.MemGetInfo()
+	if err != nil {
+		return err
+	}
+	mr := &MemoryResult{FreeBytes: free, TotalBytes: total}
+	s.res.Memory = mr
+	if !s.cfg.Fill {
+		return nil
+	}
+	mr.FillTested = true
+	var chunks []DevicePtr
+	defer func() {
+		for _, p := range chunks {
+			if err := s.drv.MemFree(p); err != nil {
+				s.log.Warn("gpuprobe: freeing a fill-test chunk", "err", err)
+			}
+		}
+	}()
+	for {
+		if s.ctx.Err() != nil {
+			mr.FillStopped = "deadline"
+			return nil
+		}
+		step := s.cfg.FillStep
+		if limit := s.cfg.FillLimitBytes; limit > 0 {
+			if mr.UsableBytes >= limit {
+				mr.FillStopped = "limit"
+				return nil
+			}
+			step = min(step, limit-mr.UsableBytes)
+		}
+		p, err := s.drv.MemAlloc(step)
+		if err != nil {
+			if code(err) == CUDAErrOutOfMemory {
+				mr.FillStopped = "out_of_memory"
+				return nil
+			}
+			mr.FillStopped = err.Error()
+			return fmt.Errorf("fill test after %d bytes: %w", mr.UsableBytes, err)
+		}
+		chunks = append(chunks, p)
+		if err := s.drv.MemsetD8(p, 0xa5, step); err != nil {
+			mr.FillStopped = err.Error()
+			return fmt.Errorf("fill test: touching %d bytes after %d: %w", step, mr.UsableBytes, err)
+		}
+		mr.UsableBytes += step
+	}
+}
+
+// hostCopy times cuMemcpyHtoD or cuMemcpyDtoH between pinned host memory
+// and device memory, each buffer at most half of MaxMemoryBytes.
+func (s *session) hostCopy(m string, toDevice bool) error {
+	share, err := s.share(m)
+	if err != nil {
+		return err
+	}
+	size := min(s.cfg.MaxMemoryBytes/2, maxHostCopyBytes)
+	host, err := s.drv.MemAllocHost(size)
+	if err != nil {
+		return fmt.Errorf("allocating %d bytes of pinned host memory: %w", size, err)
+	}
+	defer func() {
+		if err := s.drv.MemFreeHost(host); err != nil {
+			s.log.Warn("gpuprobe: freeing pinned host memory", "err", err)
+		}
+	}()
+	dev, free, err := s.alloc(size)
+	if err != nil {
+		return err
+	}
+	defer free()
+	ev, destroy, err := s.events()
+	if err != nil {
+		return err
+	}
+	defer destroy()
+	rate, err := s.calibrated(share, workload{pilot: pilotCopyBytes, max: size, run: func(n uint64) (time.Duration, error) {
+		return s.timed(ev, func() error {
+			if toDevice {
+				return s.drv.MemcpyHtoD(dev, host[:n])
+			}
+			return s.drv.MemcpyDtoH(host[:n], dev)
+		})
+	}})
+	if err != nil {
+		return err
+	}
+	if toDevice {
+		s.res.H2DBytesPerSecond = rate
+	} else {
+		s.res.D2HBytesPerSecond = rate
+	}
+	return nil
+}
+
+// kernel returns a workload runner timing one launch of f, with a grid of
+// blocksPerSM blocks per SM, between the events ev.
+func (s *session) kernel(ev eventPair, f Function, blocksPerSM, threads int, args func(units uint64) []uint64) func(uint64) (time.Duration, error) {
+	grid := Dim3{uint32(s.dev.SMs * blocksPerSM), 1, 1}
+	block := Dim3{uint32(threads), 1, 1}
+	return func(units uint64) (time.Duration, error) {
+		return s.timed(ev, func() error { return s.drv.LaunchKernel(f, grid, block, 0, args(units)...) })
+	}
+}
+
+// deviceCopy times KernelCopy between two buffers of at most half of
+// MaxMemoryBytes each; bandwidth counts the bytes read and written. A timed
+// run of more words than a buffer holds is several back-to-back launches
+// between the same events, so that the launch latency of a short copy does
+// not count against the bandwidth.
+func (s *session) deviceCopy(m string) error {
+	share, err := s.share(m)
+	if err != nil {
+		return err
+	}
+	f, err := s.function(KernelCopy)
+	if err != nil {
+		return err
+	}
+	size := min(s.cfg.MaxMemoryBytes/2, maxDeviceCopyBytes) / 16 * 16
+	src, freeSrc, err := s.alloc(size)
+	if err != nil {
+		return err
+	}
+	defer freeSrc()
+	dst, freeDst, err := s.alloc(size)
+	if err != nil {
+		return err
+	}
+	defer freeDst()
+	ev, destroy, err := s.events()
+	if err != nil {
+		return err
+	}
+	defer destroy()
+	grid, block := Dim3{uint32(s.dev.SMs * copyBlocksPerSM), 1, 1}, Dim3{copyThreads, 1, 1}
+	words := size / 16
+	run := func(n16 uint64) (time.Duration, error) {
+		return s.timed(ev, func() error {
+			launches := (n16 + words - 1) / words
+			per := (n16 + launches - 1) / launches
+			for left := n16; left > 0; left -= min(per, left) {
+				if err := s.drv.LaunchKernel(f, grid, block, 0, uint64(dst), uint64(src), min(per, left)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rate, err := s.calibrated(share, workload{pilot: pilotCopyBytes / 16, max: math.MaxUint32 * words, run: run})
+	if err != nil {
+		return err
+	}
+	s.res.DeviceCopyBytesPerSecond = rate * 2 * 16
+	return nil
+}
+
+// fp32 times KernelFMA: FLOP = threads * iters * FMAChains * 2.
+func (s *session) fp32(m string) error {
+	share, err := s.share(m)
+	if err != nil {
+		return err
+	}
+	f, err := s.function(KernelFMA)
+	if err != nil {
+		return err
+	}
+	threads := uint64(s.dev.SMs * fmaBlocksPerSM * fmaThreads)
+	out, free, err := s.alloc(4 * threads)
+	if err != nil {
+		return err
+	}
+	defer free()
+	ev, destroy, err := s.events()
+	if err != nil {
+		return err
+	}
+	defer destroy()
+	run := s.kernel(ev, f, fmaBlocksPerSM, fmaThreads, func(iters uint64) []uint64 { return []uint64{uint64(out), iters} })
+	rate, err := s.calibrated(share, workload{pilot: pilotKernelIters, max: math.MaxUint32, run: run})
+	if err != nil {
+		return err
+	}
+	s.res.FP32FLOPS = rate * float64(threads) * FMAChains * 2
+	return nil
+}
+
+// tensor times KernelMMAF16 or KernelMMABF16: FLOP = warps * iters *
+// MMAChains * MMAFlop.
+func (s *session) tensor(m, kernel string, figure *float64) error {
+	share, err := s.share(m)
+	if err != nil {
+		return err
+	}
+	f, err := s.function(kernel)
+	if err != nil {
+		return err
+	}
+	warps := uint64(s.dev.SMs * mmaBlocksPerSM * mmaThreads / 32)
+	out, free, err := s.alloc(4 * warps)
+	if err != nil {
+		return err
+	}
+	defer free()
+	ev, destroy, err := s.events()
+	if err != nil {
+		return err
+	}
+	defer destroy()
+	run := s.kernel(ev, f, mmaBlocksPerSM, mmaThreads, func(iters uint64) []uint64 { return []uint64{uint64(out), iters} })
+	rate, err := s.calibrated(share, workload{pilot: pilotKernelIters, max: math.MaxUint32, run: run})
+	if err != nil {
+		return err
+	}
+	*figure = rate * float64(warps) * MMAChains * MMAFlop
+	return nil
+}
+
+// launch times round trips of an empty kernel (cuLaunchKernel then
+// cuCtxSynchronize) on the host clock: a few to warm up and estimate, then
+// as many as the share allows (minLaunches to maxLaunches).
+func (s *session) launch(m string) error {
+	share, err := s.share(m)
+	if err != nil {
+		return err
+	}
+	f, err := s.function(KernelNoop)
+	if err != nil {
+		return err
+	}
+	one := Dim3{1, 1, 1}
+	trip := func() (time.Duration, error) {
+		t0 := s.drv.Now()
+		if err := s.drv.LaunchKernel(f, one, one, 0); err != nil {
+			return 0, err
+		}
+		if err := s.drv.CtxSynchronize(); err != nil {
+			return 0, err
+		}
+		dt := s.drv.Now().Sub(t0)
+		s.gpuTime += dt
+		return dt, nil
+	}
+	var warm []time.Duration
+	var used time.Duration
+	for range launchWarmup {
+		dt, err := trip()
+		if err != nil {
+			return err
+		}
+		warm = append(warm, dt)
+		used += dt
+	}
+	n := minLaunches
+	if est := medianDuration(warm); est > 0 {
+		n = min(maxLaunches, max(minLaunches, int((share-used)/est)))
+	}
+	trips := make([]time.Duration, 0, n)
+	for range n {
+		if err := s.cut(); err != nil {
+			return err
+		}
+		dt, err := trip()
+		if err != nil {
+			return err
+		}
+		trips = append(trips, dt)
+	}
+	slices.Sort(trips)
+	s.res.LaunchLatency = medianSorted(trips)
+	s.res.LaunchLatencyP99 = quantileSorted(trips, 0.99)
+	return nil
+}
+
+// stolen runs KernelStolen for StolenWindow with one block of one warp per
+// SM and decodes what it saw (decodeStolen).
+func (s *session) stolen() error {
+	f, err := s.function(KernelStolen)
+	if err != nil {
+		return err
+	}
+	blocks := s.dev.SMs
+	maxGaps := uint64(s.cfg.MaxGaps)
+	bytes := uint64(blocks) * StolenBlockBytes(maxGaps)
+	if bytes > s.cfg.MaxMemoryBytes {
+		return fmt.Errorf("the output of %d blocks of %d gaps needs %d bytes, over MaxMemoryBytes (%d): lower MaxGaps", blocks, maxGaps, bytes, s.cfg.MaxMemoryBytes)
+	}
+	out, free, err := s.alloc(bytes)
+	if err != nil {
+		return err
+	}
+	defer free()
+	if err := s.drv.MemsetD8(out, 0, bytes); err != nil {
+		return err
+	}
+	ev, destroy, err := s.events()
+	if err != nil {
+		return err
+	}
+	defer destroy()
+	grid, block := Dim3{uint32(blocks), 1, 1}, Dim3{stolenBlockWidth, 1, 1}
+	if _, err := s.timed(ev, func() error {
+		return s.drv.LaunchKernel(f, grid, block, 0, uint64(out), uint64(s.cfg.StolenWindow), uint64(s.cfg.GapThreshold), maxGaps)
+	}); err != nil {
+		return err
+	}
+	raw := make([]byte, bytes)
+	if err := s.drv.MemcpyDtoH(raw, out); err != nil {
+		return err
+	}
+	r, err := decodeStolen(raw, blocks, s.cfg.MaxGaps, s.cfg.GapThreshold)
+	if err != nil {
+		return err
+	}
+	s.res.Stolen = &r
+	return nil
+}
+
+// code is the CUresult of a failed CUDA call in err's chain, else 0.
+func code(err error) int {
+	var ce *CUDAError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return 0
+}
+
+// median of unsorted values (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func medianDuration(v []time.Duration) time.Duration {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return medianSorted(s)
+}
+
+func medianSorted(s []time.Duration) time.Duration {
+	n := len(s)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// quantileSorted is the nearest-rank q quantile of sorted values.
+func quantileSorted(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(len(s)-1, max(0, i))]
+}

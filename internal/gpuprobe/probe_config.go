@@ -1,0 +1,88 @@
+package gpuprobe
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bounds Validate enforces.
+const (
+	minMemoryBytes = 8 << 20
+	maxMaxGaps     = 8192 // 8*(6+2*8192) bytes per SM: 17 MB on 132 SMs
+	minFillStep    = 1 << 20
+)
+
+// DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
+// of which a 1 s stolen-time window, at most 1 GiB of device memory (and as
+// much pinned host memory) for the measurement buffers, the fill test off
+// (1 GiB steps when enabled).
+func DefaultConfig() Config {
+	return Config{
+		MaxMemoryBytes: 1 << 30,
+		GPUTimeBudget:  2 * time.Second,
+		StolenWindow:   time.Second,
+		GapThreshold:   10 * time.Microsecond,
+		MaxGaps:        2048,
+		FillStep:       1 << 30,
+	}
+}
+
+// ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
+// time including a 100 ms stolen-time window, and at most 256 MiB of device
+// memory, so that it can run every few minutes beside real work.
+func ExporterConfig() Config {
+	return Config{
+		MaxMemoryBytes: 256 << 20,
+		GPUTimeBudget:  250 * time.Millisecond,
+		StolenWindow:   100 * time.Millisecond,
+		GapThreshold:   10 * time.Microsecond,
+		MaxGaps:        256,
+		FillStep:       1 << 30,
+	}
+}
+
+// Validate reports every field out of range, each message naming it.
+func (c Config) Validate() error {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.MaxMemoryBytes < minMemoryBytes {
+		bad("MaxMemoryBytes must be at least %d (8 MiB), got %d", minMemoryBytes, c.MaxMemoryBytes)
+	}
+	if c.GPUTimeBudget <= 0 {
+		bad("GPUTimeBudget must be positive, got %s", c.GPUTimeBudget)
+	}
+	if !slices.Contains(c.Skip, MeasureStolen) {
+		switch {
+		case c.StolenWindow <= 0:
+			bad("StolenWindow must be positive, got %s", c.StolenWindow)
+		case c.GPUTimeBudget > 0 && c.StolenWindow >= c.GPUTimeBudget:
+			bad("StolenWindow (%s) must be shorter than GPUTimeBudget (%s), which includes it", c.StolenWindow, c.GPUTimeBudget)
+		}
+		switch {
+		case c.GapThreshold <= 0:
+			bad("GapThreshold must be positive, got %s", c.GapThreshold)
+		case c.StolenWindow > 0 && c.GapThreshold >= c.StolenWindow:
+			bad("GapThreshold (%s) must be shorter than StolenWindow (%s)", c.GapThreshold, c.StolenWindow)
+		}
+		if c.MaxGaps < 1 || c.MaxGaps > maxMaxGaps {
+			bad("MaxGaps must be between 1 and %d, got %d", maxMaxGaps, c.MaxGaps)
+		}
+	}
+	if c.Fill && c.FillStep < minFillStep {
+		bad("FillStep must be at least %d (1 MiB) when Fill is on, got %d", minFillStep, c.FillStep)
+	}
+	for _, s := range c.Skip {
+		if !slices.Contains(Measurements, s) {
+			bad("Skip: unknown measurement %q (known: %s)", s, strings.Join(Measurements, ", "))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New("gpuprobe: invalid config: " + strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (c Config) skips(m string) bool { return slices.Contains(c.Skip, m) }
