@@ -99,8 +99,8 @@ func TestProbeRentedScenarios(t *testing.T) {
 		at       time.Duration
 		want     figures
 	}{
-		{"rented-dedicated", 0, figures{scale: 1, h2d: 1, total: full, used: 4096 * mib}},
-		{"rented-dedicated", 4 * time.Minute, figures{scale: 1, h2d: 1, total: full, used: 4096 * mib}},
+		{"rented-dedicated", 0, figures{scale: 1, h2d: 1, total: full}},
+		{"rented-dedicated", 4 * time.Minute, figures{scale: 1, h2d: 1, total: full}},
 		// Inside the neighbour's window kernels get half the GPU; copies
 		// over PCIe are not time-sliced.
 		{"rented-timesliced", 0, figures{scale: 0.5, h2d: 1, stolen: 0.5, gap: 2 * time.Millisecond, total: full, used: 4096 * mib}},

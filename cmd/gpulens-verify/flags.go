@@ -1,0 +1,233 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/gpuspec"
+	"github.com/gpulens/gpulens/internal/verify"
+)
+
+// options holds the parsed and validated command line.
+type options struct {
+	repeat      int
+	interval    time.Duration
+	probe       gpuprobe.Config
+	expect      verify.Expect
+	devices     []int
+	outputJSON  string
+	outputHTML  string
+	strict      bool
+	simScenario string
+	simSeed     int64
+	cudaLibrary string
+	log         *promslog.Config
+}
+
+// raw flag values, validated into options by parseFlags.
+type rawFlags struct {
+	budget, stolenWindow       time.Duration
+	maxMemory, fillLimit, vram sizeValue
+	fill                       bool
+	expectPCIe, expectDriver   string
+	expectCUDA, devices        string
+	expectDevices              int
+	expectDevicesSet           bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	def := gpuprobe.DefaultConfig()
+	o := &options{log: &promslog.Config{Writer: stderr}, probe: def}
+	r := &rawFlags{
+		maxMemory: sizeValue{name: "probe.max-memory", v: def.MaxMemoryBytes},
+		fillLimit: sizeValue{name: "vram.fill-limit"},
+		vram:      sizeValue{name: "expect.vram"},
+	}
+	app.Flag("repeat", "Probe every device this many times; figures are reported as median, min, max and coefficient of variation.").Default("3").IntVar(&o.repeat)
+	durationFlag(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
+	durationFlag(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
+	durationFlag(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
+	app.Flag("probe.max-memory", "Device (and pinned host) memory the measurement buffers may use, e.g. 1GiB.").Default(fmtSize(def.MaxMemoryBytes)).SetValue(&r.maxMemory)
+	app.Flag("vram.fill", "Also allocate and touch device memory in 1 GiB steps until the driver refuses or --vram.fill-limit is reached, to measure the usable VRAM. Off by default: it briefly holds all free memory.").Default("false").BoolVar(&r.fill)
+	app.Flag("vram.fill-limit", "Stop the fill test at this size, e.g. 40GiB (default: no limit beyond what the driver grants).").PlaceHolder("SIZE").SetValue(&r.fillLimit)
+	app.Flag("expect.gpu", "The GPU model you rented, one of: "+strings.Join(gpuspec.Names(), ", ")+". Checked against the device's name, and the figures are judged against its spec.").PlaceHolder("MODEL").StringVar(&o.expect.GPU)
+	app.Flag("expect.vram", "The memory each GPU should show, e.g. 80GiB or 80GB.").PlaceHolder("SIZE").SetValue(&r.vram)
+	app.Flag("expect.pcie", "The PCIe link each GPU should run at under load, e.g. gen5x16 or gen4x16.").PlaceHolder("genGxW").StringVar(&r.expectPCIe)
+	app.Flag("expect.driver", "The oldest NVIDIA driver you accept, e.g. 550 or 550.54.15.").PlaceHolder("VERSION").StringVar(&r.expectDriver)
+	app.Flag("expect.cuda", "The oldest CUDA version the driver must support, e.g. 12.4.").PlaceHolder("VERSION").StringVar(&r.expectCUDA)
+	app.Flag("expect.devices", "How many CUDA devices this host should show.").PlaceHolder("N").IsSetByUser(&r.expectDevicesSet).IntVar(&r.expectDevices)
+	app.Flag("devices", "Verify only these CUDA ordinals, e.g. 0,2 (default: every device).").PlaceHolder("LIST").StringVar(&r.devices)
+	app.Flag("output.json", "Also write the report as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
+	app.Flag("output.html", "Also write the report as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
+	app.Flag("strict", "Exit 1 on warnings too, not only on failures.").Default("false").BoolVar(&o.strict)
+	app.Flag("sim.scenario", "Verify a simulated fleet instead of the real GPUs: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
+	app.Flag("sim.seed", "Seed of the simulated fleet.").Default("1").Int64Var(&o.simSeed)
+	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-verify"))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+
+	if o.repeat < 1 {
+		return nil, fmt.Errorf("--repeat must be at least 1, got %d", o.repeat)
+	}
+	if o.interval < 0 {
+		return nil, fmt.Errorf("--interval must not be negative, got %s", o.interval)
+	}
+	if r.budget <= 0 {
+		return nil, fmt.Errorf("--probe.budget must be positive, got %s", r.budget)
+	}
+	if r.stolenWindow <= 0 || r.stolenWindow >= r.budget {
+		return nil, fmt.Errorf("--probe.stolen-window must be positive and shorter than --probe.budget (%s), got %s", r.budget, r.stolenWindow)
+	}
+	o.probe.GPUTimeBudget, o.probe.StolenWindow = r.budget, r.stolenWindow
+	o.probe.MaxMemoryBytes = r.maxMemory.v
+	o.probe.Fill, o.probe.FillLimitBytes = r.fill, r.fillLimit.v
+	if r.fillLimit.set && !r.fill {
+		return nil, fmt.Errorf("--vram.fill-limit needs --vram.fill")
+	}
+	if err := o.probe.Validate(); err != nil {
+		return nil, fmt.Errorf("probe settings (--probe.*, --vram.*): %w", err)
+	}
+
+	if o.expect.GPU != "" {
+		s, err := gpuspec.ByKey(o.expect.GPU)
+		if err != nil {
+			return nil, fmt.Errorf("--expect.gpu: %w", err)
+		}
+		o.expect.GPU = s.Key
+	}
+	o.expect.VRAMBytes = r.vram.v
+	if r.expectPCIe != "" {
+		g, w, err := verify.ParsePCIe(r.expectPCIe)
+		if err != nil {
+			return nil, fmt.Errorf("--expect.pcie: %w", err)
+		}
+		o.expect.PCIeGen, o.expect.PCIeWidth = g, w
+	}
+	if r.expectDriver != "" {
+		if _, err := verify.CompareVersions(r.expectDriver, "0"); err != nil {
+			return nil, fmt.Errorf("--expect.driver: %w", err)
+		}
+		o.expect.Driver = strings.TrimSpace(r.expectDriver)
+	}
+	if r.expectCUDA != "" {
+		if _, err := verify.ParseCUDAVersion(r.expectCUDA); err != nil {
+			return nil, fmt.Errorf("--expect.cuda: %w", err)
+		}
+		o.expect.CUDA = strings.TrimSpace(r.expectCUDA)
+	}
+	if r.expectDevicesSet {
+		if r.expectDevices < 1 {
+			return nil, fmt.Errorf("--expect.devices must be at least 1, got %d", r.expectDevices)
+		}
+		o.expect.Devices = r.expectDevices
+	}
+	if r.devices != "" {
+		devs, err := parseOrdinals(r.devices)
+		if err != nil {
+			return nil, fmt.Errorf("--devices: %w", err)
+		}
+		o.devices = devs
+	}
+	for _, out := range []struct{ flag, path string }{{"output.json", o.outputJSON}, {"output.html", o.outputHTML}} {
+		if out.path == "" {
+			continue
+		}
+		dir := filepath.Dir(out.path)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--%s: folder %s does not exist", out.flag, dir)
+		}
+	}
+	if o.outputJSON != "" && o.outputJSON == o.outputHTML {
+		return nil, fmt.Errorf("--output.json and --output.html name the same file %s", o.outputJSON)
+	}
+	return o, nil
+}
+
+// parseOrdinals parses "0,2,3": distinct non-negative integers.
+func parseOrdinals(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a list of CUDA ordinals (use e.g. 0,2)", s)
+		}
+		for _, o := range out {
+			if o == n {
+				return nil, fmt.Errorf("ordinal %d is listed twice", n)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// durationValue is a kingpin value whose parse errors name the flag.
+type durationValue struct {
+	name string
+	d    *time.Duration
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not a duration (use e.g. 500ms, 2s, 1m)", v.name, s)
+	}
+	*v.d = d
+	return nil
+}
+
+func (v durationValue) String() string { return v.d.String() }
+
+func durationFlag(app *kingpin.Application, name, help, def string, d *time.Duration) {
+	app.Flag(name, help).Default(def).SetValue(durationValue{name: name, d: d})
+}
+
+// sizeValue is a byte size flag ("80GiB", "80GB") whose errors name it.
+type sizeValue struct {
+	name string
+	v    uint64
+	set  bool
+}
+
+func (s *sizeValue) Set(str string) error {
+	b, err := verify.ParseBytes(str)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", s.name, err)
+	}
+	s.v, s.set = b, true
+	return nil
+}
+
+func (s *sizeValue) String() string { return fmtSize(s.v) }
+
+func fmtSize(b uint64) string {
+	switch {
+	case b == 0:
+		return ""
+	case b%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", b>>20)
+	}
+	return fmt.Sprintf("%dB", b)
+}

@@ -1,0 +1,148 @@
+// Command gpulens-verify is a one-shot host acceptance report for rented
+// GPUs: NVML facts plus repeated probe measurements, judged against the
+// GPU's spec and the buyer's expectations, as console text, JSON and HTML.
+// Its exit status fits a provisioning pipeline. See docs/verify.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/version"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/verify"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process exit, so tests can drive it. The report
+// goes to stdout, logs and errors to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)
+		return verify.ExitBadInput
+	}
+	logger := promslog.New(o.log)
+
+	src, sim, closeSources, err := openSources(o, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)
+		return verify.ExitBadInput
+	}
+	defer closeSources()
+
+	rep, err := verify.Run(ctx, src, verify.Options{
+		Tool: "gpulens-verify", Version: version.Version, Simulated: sim,
+		Repeat: o.repeat, Interval: o.interval, Probe: o.probe, Devices: o.devices,
+		Expect: o.expect, Strict: o.strict, SelfPID: os.Getpid(), Logger: logger,
+	})
+	var bad *verify.BadInputError
+	switch {
+	case errors.As(err, &bad):
+		fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)
+		return verify.ExitBadInput
+	case err != nil:
+		fmt.Fprintf(stderr, "gpulens-verify: stopped: %v\n", err)
+		return verify.ExitFail
+	}
+
+	if err := verify.WriteText(stdout, rep); err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify: error: writing the report: %v\n", err)
+		return verify.ExitBadInput
+	}
+	for _, out := range []struct {
+		path   string
+		render func(io.Writer, *verify.Report) error
+	}{{o.outputJSON, verify.WriteJSON}, {o.outputHTML, verify.WriteHTML}} {
+		if out.path == "" {
+			continue
+		}
+		if err := verify.WriteFile(out.path, rep, out.render); err != nil {
+			fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)
+			return verify.ExitBadInput
+		}
+	}
+	return rep.Summary.ExitCode
+}
+
+// openSources opens NVML and the probe: the real libraries, or a simulated
+// fleet's. A missing library is reported in the Sources (the report says
+// what it could not measure), not as an error; a bad --sim.scenario is.
+func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simulation, func(), error) {
+	var src verify.Sources
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	var lib nvml.Interface
+	var drv gpuprobe.Driver
+	var sim *verify.Simulation
+	if o.simScenario != "" {
+		sc, err := gpusim.Load(o.simScenario)
+		if err != nil {
+			return src, nil, closeAll, fmt.Errorf("--sim.scenario: %w", err)
+		}
+		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
+		if err != nil {
+			return src, nil, closeAll, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
+		}
+		logger.Warn("SIMULATED GPUs: no real GPU is measured", "scenario", sc.Name, "seed", o.simSeed)
+		lib, drv = fleet.Interface(), fleet.ProbeDriver()
+		sim = &verify.Simulation{Scenario: sc.Name, Seed: o.simSeed}
+	} else {
+		lib = nvml.New()
+		cuda, err := gpuprobe.Open(o.cudaLibrary)
+		if err != nil {
+			src.CUDAError = err.Error()
+		} else {
+			drv = cuda
+			closers = append(closers, func() {
+				if err := cuda.Close(); err != nil {
+					logger.Warn("closing libcuda", "err", err)
+				}
+			})
+		}
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		src.NVMLError = "initialising NVML: " + ret.Error()
+	} else {
+		src.NVML = lib
+		closers = append(closers, func() {
+			if ret := lib.Shutdown(); ret != nvml.SUCCESS {
+				logger.Warn("NVML shutdown", "err", ret.Error())
+			}
+		})
+	}
+	if drv != nil {
+		p := gpuprobe.New(drv, gpuprobe.Options{Logger: logger})
+		src.Prober = p
+		// A probe cut off by its deadline may still be in a driver call:
+		// give it a moment to end before the library is closed.
+		closers = append(closers, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := p.Wait(ctx); err != nil {
+				logger.Warn("a probe is still in a CUDA call at exit", "err", err)
+			}
+		})
+	}
+	return src, sim, closeAll, nil
+}

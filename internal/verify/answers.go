@@ -1,0 +1,478 @@
+package verify
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Buyer's questions, by answer ID.
+const (
+	AnswerSharing  = "sharing"
+	AnswerVRAM     = "vram"
+	AnswerReserved = "reserved"
+	AnswerLatency  = "neighbours"
+	AnswerVersions = "versions"
+	AnswerFailure  = "failure_handling"
+)
+
+var questions = map[string]string{
+	AnswerSharing:  "Shared, partitioned or dedicated?",
+	AnswerVRAM:     "How much VRAM is usable?",
+	AnswerReserved: "Are compute and memory bandwidth reserved?",
+	AnswerLatency:  "Do neighbours affect latency?",
+	AnswerVersions: "Are CUDA and the driver what you need?",
+	AnswerFailure:  "What happens when the GPU fails?",
+}
+
+// Question returns the question an answer ID stands for.
+func Question(id string) string { return questions[id] }
+
+func byID(cs []Check) map[string]Check {
+	m := make(map[string]Check, len(cs))
+	for _, c := range cs {
+		m[c.ID] = c
+	}
+	return m
+}
+
+// worst is the worst verdict among the checks with these IDs (pass when
+// none is present).
+func worst(m map[string]Check, ids ...string) Status {
+	s := StatusPass
+	for _, id := range ids {
+		if c, ok := m[id]; ok {
+			s = Worse(s, c.Status)
+		}
+	}
+	return s
+}
+
+func isNotMeasured(c Check) bool { return strings.HasPrefix(c.Reason, notMeasuredPrefix) }
+
+func (e *deviceEval) answers() []Answer {
+	m := byID(e.d.Checks)
+	answer := func(id string, status Status, text string) Answer {
+		return Answer{ID: id, Question: questions[id], Status: status, Answer: text}
+	}
+	return []Answer{
+		answer(AnswerSharing, worst(m, CheckVirt, CheckMIG, CheckProcesses, CheckStolen, CheckComputeMode), e.sharing(m)),
+		answer(AnswerVRAM, worst(m, CheckVRAM, CheckVRAMExpected, CheckVRAMFree), e.usableVRAM(m)),
+		answer(AnswerReserved, worst(m, CheckDeviceCopy, CheckFP32, CheckFP16, CheckBF16, CheckThrottle, CheckPowerLimit, CheckPCIe),
+			e.reserved(m)),
+		answer(AnswerLatency, worst(m, CheckStolen, CheckVariability, CheckLaunch), e.neighbours(m)),
+		answer(AnswerFailure, worst(m, CheckECCMode, CheckECCErrors, CheckRetirement), e.failure(m)),
+	}
+}
+
+func (e *deviceEval) sharing(m map[string]Check) string {
+	var how []string
+	kind := "dedicated"
+	if mig := e.d.MIG; mig != nil {
+		kind = "partitioned"
+		how = append(how, fmt.Sprintf("a MIG slice (%s) of %s, isolated in hardware", orDefault(mig.Profile, mig.Name), e.specNameOr("a GPU")))
+	}
+	if n := e.d.NVML; n != nil {
+		switch n.Virtualization {
+		case VirtVGPUGuest:
+			kind = "shared"
+			how = append(how, "by a hypervisor (NVIDIA vGPU guest)")
+		case VirtHostVGPU, VirtHostVSGA:
+			kind = "shared"
+			how = append(how, "this host shares its GPU out to VMs")
+		}
+		if p := n.Processes; p != nil && p.Count > 0 {
+			kind = "shared"
+			how = append(how, fmt.Sprintf("with %d other visible process(es)", p.Count))
+		}
+	}
+	if st := e.d.Figures.StolenRatio; st != nil && (st.Median > StolenWarnRatio || st.Max > StolenFailRatio) {
+		kind = "shared"
+		s := fmt.Sprintf("time-sliced with a neighbour you cannot see, which took %s of the GPU time", fmtPct(st.Median))
+		if st.Median <= StolenWarnRatio {
+			s = fmt.Sprintf("time-sliced at times: up to %s of the GPU time went to a neighbour you cannot see", fmtPct(st.Max))
+		}
+		if g := e.d.Figures.StolenGapMedianSeconds; g != nil {
+			s += " in slices of about " + fmtSeconds(g.Median)
+		}
+		how = append(how, s)
+	}
+	if kind == "dedicated" {
+		var parts []string
+		if n := e.d.NVML; n != nil && n.Virtualization == VirtPassthrough {
+			parts = append(parts, "the whole GPU, passed through to this VM")
+		} else {
+			parts = append(parts, "the whole GPU, no hypervisor sharing it")
+		}
+		if c, ok := m[CheckProcesses]; ok && !isNotMeasured(c) {
+			parts = append(parts, "no other process visible")
+		}
+		if st := e.d.Figures.StolenRatio; st != nil {
+			parts = append(parts, fmt.Sprintf("no stolen time (%s)", fmtPct(st.Median)))
+		} else {
+			parts = append(parts, "stolen time not measured")
+		}
+		return "dedicated: " + strings.Join(parts, ", ")
+	}
+	return kind + ": " + strings.Join(how, "; ")
+}
+
+func (e *deviceEval) specNameOr(def string) string {
+	if e.spec == nil {
+		return def
+	}
+	return "an " + e.spec.Model
+}
+
+func (e *deviceEval) usableVRAM(m map[string]Check) string {
+	f := e.d.Figures
+	total := e.totalBytes()
+	var s string
+	switch {
+	case f.MemoryUsableBytes != nil:
+		s = fmt.Sprintf("%s allocated and touched, %s free to a new context, of %s visible", fmtGiB(f.MemoryUsableBytes.Min), fmtGiB(f.MemoryFreeBytes.Min), fmtGiB(total))
+	case f.MemoryFreeBytes != nil:
+		s = fmt.Sprintf("%s free to a new context, of %s visible", fmtGiB(f.MemoryFreeBytes.Min), fmtGiB(total))
+	case total > 0:
+		s = fmt.Sprintf("%s visible (free memory not measured)", fmtGiB(total))
+	default:
+		return "not measured"
+	}
+	if e.spec != nil {
+		s += fmt.Sprintf("; the %s has %s", e.spec.Model, fmtGiB(float64(e.spec.MemoryBytes)))
+	}
+	if c := m[CheckVRAM]; c.Status != StatusPass {
+		s += " (" + c.Reason + ")"
+	}
+	return s
+}
+
+func (e *deviceEval) reserved(m map[string]Check) string {
+	type fig struct {
+		id, name string
+		st       *Stat
+	}
+	f := e.d.Figures
+	var ok, low, missing []string
+	for _, x := range []fig{
+		{CheckDeviceCopy, "memory bandwidth", f.DeviceCopyBytesPerSecond},
+		{CheckFP32, "FP32", f.FP32FLOPS},
+		{CheckFP16, "FP16 tensor", f.FP16TensorFLOPS},
+		{CheckBF16, "BF16 tensor", f.BF16TensorFLOPS},
+	} {
+		c := m[x.id]
+		share := shareIn(c.Reason)
+		switch {
+		case x.st == nil:
+			missing = append(missing, x.name)
+		case share == "":
+			ok = append(ok, x.name+" unjudged")
+		case c.Status == StatusPass:
+			ok = append(ok, x.name+" "+share)
+		default:
+			low = append(low, x.name+" "+share)
+		}
+	}
+	var s string
+	switch {
+	case len(low) > 0:
+		s = "no: " + strings.Join(low, ", ") + " of a healthy card"
+		if len(ok) > 0 {
+			s += " (" + strings.Join(ok, ", ") + ")"
+		}
+	case len(ok) > 0 && e.spec != nil:
+		s = "yes: " + strings.Join(ok, ", ") + " of a healthy " + e.spec.Model
+	case len(ok) > 0:
+		s = "measured, not judged (no spec): " + strings.Join(ok, ", ")
+	default:
+		return "not measured: " + e.probeWhy()
+	}
+	if len(missing) > 0 {
+		s += "; not measured: " + strings.Join(missing, ", ")
+	}
+	for _, id := range []string{CheckThrottle, CheckPowerLimit, CheckPCIe} {
+		if c, ok := m[id]; ok && c.Status != StatusPass && !isNotMeasured(c) {
+			s += "; " + strings.ToLower(c.Title) + ": " + c.Reason
+		}
+	}
+	return s
+}
+
+// shareIn extracts the "87 %" a figure check's reason quotes ("" if none).
+func shareIn(reason string) string {
+	i := strings.Index(reason, " % of the ")
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndexAny(reason[:i], " (")
+	v := reason[j+1 : i]
+	if _, err := strconv.ParseFloat(v, 64); err != nil {
+		return ""
+	}
+	return v + " %"
+}
+
+func (e *deviceEval) neighbours(m map[string]Check) string {
+	var parts []string
+	verdict := "no"
+	if c, ok := m[CheckStolen]; ok {
+		if st := e.d.Figures.StolenRatio; st != nil {
+			parts = append(parts, fmt.Sprintf("%s of the GPU time stolen", fmtPct(st.Median)))
+		}
+		if c.Status != StatusPass {
+			if isNotMeasured(c) {
+				verdict = "unknown"
+			} else {
+				verdict = "yes"
+			}
+		}
+	}
+	if c, ok := m[CheckVariability]; ok && !isNotMeasured(c) {
+		if c.Status != StatusPass && verdict != "yes" {
+			verdict = "likely"
+		}
+		parts = append(parts, c.Reason)
+	}
+	if st := e.d.Figures.LaunchLatencySeconds; st != nil {
+		parts = append(parts, "kernel round trip "+fmtSeconds(st.Median))
+	}
+	if len(parts) == 0 {
+		return "unknown: " + e.measurementWhy("stolen")
+	}
+	return verdict + ": " + strings.Join(parts, "; ")
+}
+
+func (e *deviceEval) failure(m map[string]Check) string {
+	var parts []string
+	for _, id := range []string{CheckECCMode, CheckECCErrors, CheckRetirement} {
+		if c, ok := m[id]; ok {
+			parts = append(parts, c.Reason)
+		}
+	}
+	return strings.Join(parts, "; ") + ". gpulens cannot test the provider's repair or replacement policy: ask for it"
+}
+
+// hostChecks judges the host as a whole.
+func hostChecks(rep *Report, o Options) []Check {
+	h := rep.Host
+	var cs []Check
+	if h.NVML != nil {
+		c := check(CheckNVML, "NVML", StatusPass, "NVML read: %d GPU(s)", h.NVML.DeviceCount)
+		if len(h.NVML.Errors) > 0 {
+			c.Status = StatusWarn
+			c.Reason += fmt.Sprintf("; %d call(s) failed, first %s: %s", len(h.NVML.Errors), h.NVML.Errors[0].Call, h.NVML.Errors[0].Err)
+		}
+		cs = append(cs, c)
+	} else {
+		cs = append(cs, notMeasured(CheckNVML, "NVML", "NVML: "+h.NVMLError))
+	}
+	if h.CUDAError == "" {
+		cs = append(cs, check(CheckCUDA, "CUDA", StatusPass, "the CUDA driver answered: %d device(s)", len(h.CUDADevices)))
+	} else {
+		cs = append(cs, notMeasured(CheckCUDA, "CUDA", "CUDA: "+h.CUDAError))
+	}
+	if len(rep.Devices) == 0 {
+		cs = append(cs, check(CheckGPUsSeen, "GPUs seen", StatusFail, "no GPU to verify: %s", noGPUWhy(rep)))
+	} else {
+		cs = append(cs, check(CheckGPUsSeen, "GPUs seen", StatusPass, "%d device(s) verified", len(rep.Devices)))
+	}
+	cs = append(cs, deviceCount(rep, o), driverVersion(rep, o), cudaVersion(rep, o))
+	return cs
+}
+
+func noGPUWhy(rep *Report) string {
+	var why []string
+	if rep.Host.NVML == nil {
+		why = append(why, "NVML: "+rep.Host.NVMLError)
+	} else {
+		why = append(why, fmt.Sprintf("NVML lists %d", rep.Host.NVML.DeviceCount))
+	}
+	if rep.Host.CUDAError != "" {
+		why = append(why, "CUDA: "+rep.Host.CUDAError)
+	} else {
+		why = append(why, fmt.Sprintf("CUDA sees %d", len(rep.Host.CUDADevices)))
+	}
+	return strings.Join(why, "; ")
+}
+
+// nvmlUnits counts what CUDA should see by NVML's account: a GPU, or its
+// MIG devices when MIG is on.
+func nvmlUnits(h *NVMLHost) int {
+	n := 0
+	for _, g := range h.GPUs {
+		if g.MIGEnabled != nil && *g.MIGEnabled && len(g.MIGInstances) > 0 {
+			n += len(g.MIGInstances)
+		} else {
+			n++
+		}
+	}
+	if n == 0 {
+		n = h.DeviceCount
+	}
+	return n
+}
+
+func deviceCount(rep *Report, o Options) Check {
+	const id, title = CheckDeviceCount, "Device count"
+	h := rep.Host
+	haveCUDA, haveNVML := h.CUDAError == "", h.NVML != nil
+	var visible int
+	var who string
+	switch {
+	case haveCUDA:
+		visible, who = len(h.CUDADevices), "CUDA"
+	case haveNVML:
+		visible, who = h.NVML.DeviceCount, "NVML"
+	default:
+		return notMeasured(id, title, "neither NVML nor CUDA could be used")
+	}
+	if o.Expect.Devices > 0 {
+		if visible != o.Expect.Devices {
+			return check(id, title, StatusFail, "%s sees %d device(s); you expect %d", who, visible, o.Expect.Devices)
+		}
+		return check(id, title, StatusPass, "%s sees %d device(s), as you expect", who, visible)
+	}
+	if haveCUDA && haveNVML {
+		units := nvmlUnits(h.NVML)
+		switch {
+		case visible < units:
+			return check(id, title, StatusPass, "CUDA sees %d of the %d GPU(s) or MIG devices NVML lists: CUDA_VISIBLE_DEVICES or the container limits it", visible, units)
+		case visible > units:
+			return check(id, title, StatusWarn, "CUDA sees %d device(s) but NVML lists %d: the two views disagree", visible, units)
+		}
+		return check(id, title, StatusPass, "CUDA and NVML both see %d", visible)
+	}
+	return check(id, title, StatusPass, "%s sees %d device(s)", who, visible)
+}
+
+func driverVersion(rep *Report, o Options) Check {
+	const id, title = CheckDriver, "Driver version"
+	h := rep.Host
+	if h.NVML == nil || h.NVML.DriverVersion == "" {
+		why := "NVML: " + h.NVMLError
+		if h.NVML != nil {
+			why = "NVML gave no driver version"
+		}
+		return notMeasured(id, title, why)
+	}
+	got := h.NVML.DriverVersion
+	if o.Expect.Driver == "" {
+		return check(id, title, StatusPass, "driver %s", got)
+	}
+	c, err := CompareVersions(got, o.Expect.Driver)
+	if err != nil {
+		return check(id, title, StatusWarn, "driver %s cannot be compared with %s: %v", got, o.Expect.Driver, err)
+	}
+	if c < 0 {
+		return check(id, title, StatusFail, "driver %s is older than the %s you need", got, o.Expect.Driver)
+	}
+	return check(id, title, StatusPass, "driver %s (you need %s or newer)", got, o.Expect.Driver)
+}
+
+// cudaDriverVersion is the CUDA version the driver supports: CUDA's own
+// answer, else NVML's.
+func cudaDriverVersion(h Host) (int, string) {
+	if h.CUDADriverVersion > 0 {
+		return h.CUDADriverVersion, "CUDA"
+	}
+	if h.NVML != nil && h.NVML.CUDADriverVersion > 0 {
+		return h.NVML.CUDADriverVersion, "NVML"
+	}
+	return 0, ""
+}
+
+func cudaVersion(rep *Report, o Options) Check {
+	const id, title = CheckCUDAVersion, "CUDA version"
+	v, _ := cudaDriverVersion(rep.Host)
+	if v == 0 {
+		return notMeasured(id, title, "neither CUDA nor NVML reported the CUDA driver version")
+	}
+	got := fmtCUDAVersion(v)
+	if o.Expect.CUDA == "" {
+		return check(id, title, StatusPass, "the driver supports CUDA %s", got)
+	}
+	want, err := ParseCUDAVersion(o.Expect.CUDA)
+	if err != nil {
+		return check(id, title, StatusWarn, "cannot compare with %q: %v", o.Expect.CUDA, err)
+	}
+	if v < want {
+		return check(id, title, StatusFail, "the driver supports CUDA %s, older than the %s you need", got, fmtCUDAVersion(want))
+	}
+	return check(id, title, StatusPass, "the driver supports CUDA %s (you need %s or newer)", got, fmtCUDAVersion(want))
+}
+
+func hostAnswers(rep *Report) []Answer {
+	m := byID(rep.Checks)
+	var parts []string
+	for _, id := range []string{CheckDriver, CheckCUDAVersion} {
+		parts = append(parts, m[id].Reason)
+	}
+	return []Answer{{ID: AnswerVersions, Question: questions[AnswerVersions], Status: worst(m, CheckDriver, CheckCUDAVersion),
+		Answer: strings.Join(parts, "; ")}}
+}
+
+// ParseCUDAVersion parses "12.4" (or "12") into CUDA's encoding, 12040.
+func ParseCUDAVersion(s string) (int, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) > 2 || parts[0] == "" {
+		return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
+	}
+	major, err := strconv.Atoi(parts[0])
+	if err != nil || major <= 0 || major > 99 {
+		return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
+	}
+	minor := 0
+	if len(parts) == 2 {
+		minor, err = strconv.Atoi(parts[1])
+		if err != nil || minor < 0 || minor > 99 {
+			return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
+		}
+	}
+	return major*1000 + minor*10, nil
+}
+
+// parseVersion splits a dotted version into numbers.
+func parseVersion(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, fmt.Errorf("empty version")
+	}
+	var out []int
+	for _, p := range strings.Split(s, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a dotted version (use e.g. 550.54.15 or 550)", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// CompareVersions compares dotted versions numerically: -1, 0 or 1. A
+// shorter version compares as if padded with zeros ("550" = "550.0.0").
+func CompareVersions(a, b string) (int, error) {
+	va, err := parseVersion(a)
+	if err != nil {
+		return 0, err
+	}
+	vb, err := parseVersion(b)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < max(len(va), len(vb)); i++ {
+		x, y := 0, 0
+		if i < len(va) {
+			x = va[i]
+		}
+		if i < len(vb) {
+			y = vb[i]
+		}
+		if x != y {
+			if x < y {
+				return -1, nil
+			}
+			return 1, nil
+		}
+	}
+	return 0, nil
+}

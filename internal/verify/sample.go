@@ -1,0 +1,180 @@
+package verify
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Clock event (throttle) reason bits, as NVML defines them
+// (nvmlClocksEventReason*; some exist in go-nvml only as
+// ClocksThrottleReason*).
+const (
+	ReasonGpuIdle             uint64 = 1
+	ReasonApplicationsClocks  uint64 = 2
+	ReasonSwPowerCap          uint64 = 4
+	ReasonHwSlowdown          uint64 = 8
+	ReasonSyncBoost           uint64 = 16
+	ReasonSwThermalSlowdown   uint64 = 32
+	ReasonHwThermalSlowdown   uint64 = 64
+	ReasonHwPowerBrake        uint64 = 128
+	ReasonDisplayClockSetting uint64 = 256
+	ReasonBoardLimit          uint64 = 512
+	ReasonReliability         uint64 = 1024
+)
+
+// reasonNames in bit order.
+var reasonNames = []struct {
+	bit  uint64
+	name string
+}{
+	{ReasonGpuIdle, "gpu_idle"},
+	{ReasonApplicationsClocks, "applications_clocks_setting"},
+	{ReasonSwPowerCap, "sw_power_cap"},
+	{ReasonHwSlowdown, "hw_slowdown"},
+	{ReasonSyncBoost, "sync_boost"},
+	{ReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+	{ReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+	{ReasonHwPowerBrake, "hw_power_brake_slowdown"},
+	{ReasonDisplayClockSetting, "display_clock_setting"},
+	{ReasonBoardLimit, "board_limit"},
+	{ReasonReliability, "reliability"},
+}
+
+// ReasonNames names the bits set in reasons, in bit order.
+func ReasonNames(reasons uint64) []string {
+	var out []string
+	for _, r := range reasonNames {
+		if reasons&r.bit != 0 {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// SampleInterval is how often NVML is read while a probe runs, to catch
+// clock events (throttling) and the PCIe link under load. A sample is also
+// taken when each probe starts and ends.
+const SampleInterval = 100 * time.Millisecond
+
+// LoadSamples is what NVML said while the probe loaded the GPU.
+type LoadSamples struct {
+	Samples int `json:"samples"`
+	// ClockEventReasons is the OR of every sample's reasons.
+	ClockEventReasons uint64         `json:"clock_event_reasons"`
+	Reasons           []string       `json:"reasons,omitempty"`
+	ReasonSamples     map[string]int `json:"reason_samples,omitempty"` // samples in which each reason was set
+	MinSMClockMHz     uint32         `json:"min_sm_clock_mhz,omitempty"`
+	MaxSMClockMHz     uint32         `json:"max_sm_clock_mhz,omitempty"`
+	// The best link seen: the generation drops at idle, so the highest
+	// current generation and width seen under load is what the link can do.
+	PCIeGen   int         `json:"pcie_gen,omitempty"`
+	PCIeWidth int         `json:"pcie_width,omitempty"`
+	MaxPowerW float64     `json:"max_power_w,omitempty"`
+	Errors    []CallError `json:"errors,omitempty"`
+}
+
+// sampler accumulates LoadSamples of one GPU; safe for one goroutine
+// sampling and another reading after stop.
+type sampler struct {
+	mu  sync.Mutex
+	d   nvml.Device
+	out LoadSamples
+	na  []string
+}
+
+func newSampler(d nvml.Device) *sampler {
+	return &sampler{d: d, out: LoadSamples{ReasonSamples: map[string]int{}}}
+}
+
+func (s *sampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []CallError
+	r := reader{&s.na, &errs}
+	s.out.Samples++
+	var reasons uint64
+	if r.do("GetCurrentClocksEventReasons", func() (ret nvml.Return) { reasons, ret = s.d.GetCurrentClocksEventReasons(); return }) {
+		s.out.ClockEventReasons |= reasons
+		for _, n := range ReasonNames(reasons) {
+			s.out.ReasonSamples[n]++
+		}
+	}
+	// An idle GPU's clock (before a probe ramps up) says nothing about
+	// what it does under load.
+	idle := reasons&ReasonGpuIdle != 0
+	var mhz uint32
+	if r.do("GetClockInfo(sm)", func() (ret nvml.Return) { mhz, ret = s.d.GetClockInfo(nvml.CLOCK_SM); return }) && mhz > 0 && !idle {
+		if s.out.MinSMClockMHz == 0 || mhz < s.out.MinSMClockMHz {
+			s.out.MinSMClockMHz = mhz
+		}
+		s.out.MaxSMClockMHz = max(s.out.MaxSMClockMHz, mhz)
+	}
+	var gen, width int
+	if r.do("GetCurrPcieLinkGeneration", func() (ret nvml.Return) { gen, ret = s.d.GetCurrPcieLinkGeneration(); return }) {
+		s.out.PCIeGen = max(s.out.PCIeGen, gen)
+	}
+	if r.do("GetCurrPcieLinkWidth", func() (ret nvml.Return) { width, ret = s.d.GetCurrPcieLinkWidth(); return }) {
+		s.out.PCIeWidth = max(s.out.PCIeWidth, width)
+	}
+	var mw uint32
+	if r.do("GetPowerUsage", func() (ret nvml.Return) { mw, ret = s.d.GetPowerUsage(); return }) {
+		s.out.MaxPowerW = max(s.out.MaxPowerW, float64(mw)/1000)
+	}
+	// Keep the first error of each call only: a broken call fails every
+	// sample the same way.
+	for _, e := range errs {
+		seen := false
+		for _, o := range s.out.Errors {
+			seen = seen || o.Call == e.Call
+		}
+		if !seen {
+			s.out.Errors = append(s.out.Errors, e)
+		}
+	}
+}
+
+// during samples at the start, every interval while f runs, and at the end.
+func (s *sampler) during(ctx context.Context, interval time.Duration, f func()) {
+	s.sample()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	}()
+	f()
+	close(done)
+	wg.Wait()
+	s.sample()
+}
+
+func (s *sampler) result() *LoadSamples {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.out
+	out.Reasons = ReasonNames(out.ClockEventReasons)
+	out.ReasonSamples = make(map[string]int, len(s.out.ReasonSamples))
+	for k, v := range s.out.ReasonSamples {
+		out.ReasonSamples[k] = v
+	}
+	if len(out.ReasonSamples) == 0 {
+		out.ReasonSamples = nil
+	}
+	out.Errors = append([]CallError(nil), s.out.Errors...)
+	return &out
+}
