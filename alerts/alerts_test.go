@@ -377,6 +377,7 @@ func liveKnown(t *testing.T) promcheck.Known {
 // each must still be described by a collector.
 var notInSimulation = map[string]string{
 	"gpulens_gpu_allocation_info": "needs the kubelet pod-resources API, which the simulated exporter does not fake",
+	"gpulens_probe_errors_total":  "appears with the probe's first failure; the simulated CUDA devices do not fail",
 }
 
 var fqNameRe = regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -387,6 +388,7 @@ func describedMetrics() map[string]bool {
 	for _, f := range collector.Factories() {
 		f.New().Describe(ch)
 	}
+	collector.DescribeProbe(ch)
 	close(ch)
 	out := map[string]bool{}
 	for d := range ch {

@@ -5,7 +5,7 @@ import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 // gpuDetail drills into one node or GPU.
 func gpuDetail() (dashboard.Dashboard, error) {
 	bd := newBoard("gpulens-gpu", "gpulens / GPU detail",
-		"One node or GPU: memory, utilisation, power, energy, clocks and clock events, the processes on it with their pods, and its MIG instances.",
+		"One node or GPU: memory, utilisation, power, energy, clocks and clock events, what the GPU delivers to its tenant (the probe: stolen time, bandwidths, FLOP/s), the processes on it with their pods, and its MIG instances.",
 		varCluster(), varInstance(), varGPU(), varNamespace())
 
 	bd.row("Memory")
@@ -63,6 +63,8 @@ func gpuDetail() (dashboard.Dashboard, error) {
 	bd.ts(panel{title: "Active clock events", unit: "bool_on_off", w: 12, th: steps("green", 1, "orange"),
 		desc: "Clock-event (throttle) reasons active per GPU: idle, power cap, thermal and hardware slowdowns, power brake, sync boost, application or display clock settings.",
 		qs:   []q{{expr: `gpulens_gpu_clock_event_active{` + selGPU + `} == 1`, legend: lgGPU + " {{reason}}"}}})
+
+	probeRows(bd)
 
 	bd.row("Processes")
 	bd.table(panel{title: "Processes on the GPU", unit: "bytes", w: 24, h: 9, th: steps("green"),

@@ -7,7 +7,7 @@ import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 // the load generator.
 func sharing() (dashboard.Dashboard, error) {
 	bd := newBoard("gpulens-sharing", "gpulens / Sharing and contention",
-		"How each GPU is shared (exclusive, time-sliced, MPS, MIG), how often its tenants run at the same time, each tenant's share of the GPU, the noisy neighbour, and the load generator's TTFT on the same time axis.",
+		"How each GPU is shared (exclusive, time-sliced, MPS, MIG), how often its tenants run at the same time, each tenant's share of the GPU, the noisy neighbour, the time the probe sees taken by neighbours NVML cannot show, and the load generator's TTFT on the same time axis.",
 		varCluster(), varInstance(), varGPU(), varNamespace(), varTarget(), varModel())
 
 	bd.row("How is each GPU shared?")
@@ -44,6 +44,8 @@ func sharing() (dashboard.Dashboard, error) {
 		th:   steps("green", 0.8, "orange", 0.95, "red"),
 		desc: "How close each MIG instance runs to its own limits: the largest of its SM activity, DRAM bandwidth and memory used share. MIG tenants cannot slow each other; a saturated instance needs a bigger profile.",
 		qs:   []q{{expr: `gpulens_mig_saturation_ratio{` + selGPU + `}`, legend: lgGPU + " GI {{gpu_instance_id}}"}}})
+
+	probeFleetRows(bd)
 
 	bd.row("Is the neighbour hurting latency?")
 	bd.ts(panel{title: "TTFT p99 against contention", unit: "s", w: 24, h: 10, th: steps("green", 1, "red"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: the whole gpulens stack on a machine with no GPU.
-#   - gpulens-exporter on a simulated fleet,
+#   - gpulens-exporter on a simulated fleet, with the probe (the tenant's
+#     view: stolen time, bandwidths, FLOP/s) every 30 s,
 #   - gpulens-loadgen sim, a simulated OpenAI-compatible inference server,
 #   - gpulens-loadgen run, sustained load against it with a GPU price set,
 #   - a real Prometheus (pinned in go.mod, run as `go tool prometheus`)
@@ -48,7 +49,8 @@ if [ ! -x "$prometheus" ]; then
 	go build -o "$prometheus" github.com/prometheus/prometheus/cmd/prometheus
 fi
 
-start_bg "$scratch/exporter.log" "$bin/gpulens-exporter" --sim.scenario="$scenario" --web.listen-address="$exporter_addr"
+start_bg "$scratch/exporter.log" "$bin/gpulens-exporter" --sim.scenario="$scenario" --web.listen-address="$exporter_addr" \
+	--collector.probe --collector.probe.interval=30s
 start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr"
 wait_http "http://$exporter_addr/metrics" exporter
 wait_http "http://$sim_addr/health" sim
@@ -94,6 +96,10 @@ Alerts to watch (scenario demo; times from the start, with the shipped 'for:' du
   ~13 min  GpulensGPUHighContention             GPU 0: batch-train (research) joins llm-serve (serving) after 90 s
   ~15 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
   pending states show up in a minute or two at http://$prom_addr/alerts
+The probe (every 30 s) sees what NVML cannot: on GPU 1 an invisible neighbour
+takes half the GPU from 2 to 6 minutes of every 10 (stolen time ~0.5, device
+copy and FLOP/s halved; 4 minutes is too short for GpulensGPUStolenTimeHigh's
+15). Dashboards: GPU detail, row "Is this GPU mine?".
 TXT
 fi
 cat <<TXT
@@ -101,6 +107,7 @@ Try in Prometheus:
   rate(gpulens_gpu_busy_seconds_total[1m])
   histogram_quantile(0.99, sum by (le) (rate(gpulens_loadgen_time_to_first_token_seconds_bucket[1m])))
   gpulens_loadgen_cost_per_request_usd
+  gpulens_probe_stolen_time_ratio
 
 Logs: $scratch/*.log. Press Ctrl-C to stop everything.
 TXT

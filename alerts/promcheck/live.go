@@ -131,9 +131,11 @@ func get(ctx context.Context, url string) ([]byte, error) {
 }
 
 // ScrapeExporter runs the exporter on a simulated scenario (a built-in name
-// or a YAML file), lets it sample for settle and returns one scrape.
+// or a YAML file) with the probe on, lets it sample for settle and returns
+// one scrape. The probe's first run starts at once.
 func ScrapeExporter(ctx context.Context, bin, scenario string, settle time.Duration) ([]byte, error) {
-	p, err := start(ctx, bin, "--sim.scenario="+scenario, "--web.listen-address=127.0.0.1:0", "--sampler.interval=100ms")
+	p, err := start(ctx, bin, "--sim.scenario="+scenario, "--web.listen-address=127.0.0.1:0", "--sampler.interval=100ms",
+		"--collector.probe", "--collector.probe.interval=1m")
 	if err != nil {
 		return nil, err
 	}

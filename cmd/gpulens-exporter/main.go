@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpusim"
 )
 
@@ -48,6 +49,8 @@ type options struct {
 	collectors    map[string]*bool
 	xid           *bool
 	attribution   attributionFlags
+	probe         probeFlags
+	probeConfig   gpuprobe.Config
 	web           *web.FlagConfig
 	log           *promslog.Config
 }
@@ -68,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
 	addAttributionFlags(app, &o.attribution)
+	addProbeFlags(app, &o.probe)
 	o.web = kingpinflag.AddFlags(app, ":9842")
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-exporter"))
@@ -90,6 +94,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := o.attribution.validate(); err != nil {
 		return nil, err
 	}
+	probeConfig, err := o.probe.config()
+	if err != nil {
+		return nil, err
+	}
+	o.probeConfig = probeConfig
 	if files := *o.web.WebConfigFile; files != "" {
 		if err := web.Validate(files); err != nil {
 			return nil, fmt.Errorf("--web.config.file %s: %w", files, err)
@@ -211,6 +220,15 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	// The probe runs on its own goroutine and publishes a snapshot that the
+	// exposition renders with the rest; a scrape never calls CUDA.
+	var probe *collector.ProbeCollector
+	if o.probe.enabled {
+		if probe, err = newProbe(o.probe, o.probeConfig, fleet, sampler, logger); err != nil {
+			return err
+		}
+		reg.MustRegister(probe)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -218,6 +236,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); sampler.Run(ctx) }()
 	defer wg.Wait()
+	if probe != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); probe.Run(ctx) }()
+	}
 	// The snapshot and the exporter's own metrics are rendered off the
 	// scrape path; a scrape writes pre-rendered bytes.
 	metrics := collector.NewExposition(sampler, reg, collector.ExpositionOptions{MaxRequestsInFlight: o.maxRequests, Logger: logger})

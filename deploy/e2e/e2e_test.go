@@ -40,12 +40,15 @@ var (
 		{"GpulensGPUMemoryHeadroomLow", "1"},         // leak: under 5 % free from 20 s
 		{"GpulensGPUMemoryExhaustionPredicted", "1"}, // leak: free memory falling
 		{"GpulensGPUHighContention", "0"},            // the neighbour joins the serving GPU at 8 s
+		{"GpulensGPUStolenTimeHigh", "3"},            // an invisible neighbour takes half of GPU 3 (probe)
 	}
 	notFiring = []struct{ name, gpu string }{
 		{"GpulensGPUMemoryHeadroomLow", "0"},
 		{"GpulensGPUMemoryExhaustionPredicted", "0"},
 		{"GpulensGPUHighContention", "1"}, // one tenant, no contention
 		{"GpulensGPUHighContention", "3"},
+		{"GpulensGPUStolenTimeHigh", "0"}, // contention NVML sees, no time taken from the probe
+		{"GpulensGPUProbeFailing", "3"},
 	}
 )
 
@@ -72,7 +75,7 @@ func TestStack(t *testing.T) {
 	began := time.Now()
 
 	exporter := startProc(t, "gpulens-exporter", bins.exporter, "--sim.scenario=testdata/e2e.yaml",
-		"--web.listen-address=127.0.0.1:0")
+		"--web.listen-address=127.0.0.1:0", "--collector.probe", "--collector.probe.interval=5s")
 	sim := startProc(t, "gpulens-loadgen sim", bins.loadgen, "sim", "--sim.listen-address=127.0.0.1:0",
 		"--sim.model=gpulens-sim")
 	exporterAddr := exporter.address(runCtx, t, listeningRe)

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/gpusim"
+)
+
+// Bounds of the probe flags.
+const (
+	// maxProbeShare: the probe may use at most 1/20 (5 %) of a GPU's time.
+	maxProbeShare = 20
+	// maxProbeBudget: longer measurements are gpulens-verify's job.
+	maxProbeBudget = 10 * time.Second
+	// minProbeMemory: smaller buffers give meaningless bandwidths.
+	minProbeMemory = 16 << 20
+)
+
+// probeFlags configure the continuous probe (--collector.probe).
+type probeFlags struct {
+	enabled      bool
+	interval     time.Duration
+	budget       time.Duration
+	stolenWindow time.Duration
+	maxMemory    uint64
+	cudaLibrary  string
+}
+
+func addProbeFlags(app *kingpin.Application, f *probeFlags) {
+	app.Flag("collector.probe", "Enable the probe: measure each CUDA device from the inside every --collector.probe.interval (bandwidths, FLOP/s, launch latency, stolen time) with a small GPU-time and memory budget. Needs libcuda (--cuda.library); off by default.").Default("false").BoolVar(&f.enabled)
+	durationFlag(app, "collector.probe.interval", "Time between two probes of each device.", "5m", &f.interval)
+	durationFlag(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
+	durationFlag(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
+	app.Flag("collector.probe.max-memory", "Device (and pinned host) memory one probe may allocate, e.g. 256MiB, 1GiB.").Default("256MiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
+}
+
+// config checks the probe flags (also when the probe is off: a bad value is
+// a mistake either way) and returns the probe configuration.
+func (f *probeFlags) config() (gpuprobe.Config, error) {
+	switch {
+	case f.interval <= 0:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.interval must be positive, got %s", f.interval)
+	case f.budget <= 0:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.budget must be positive, got %s", f.budget)
+	case f.budget > maxProbeBudget:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.budget must be at most %s (use gpulens-verify for longer measurements), got %s", maxProbeBudget, f.budget)
+	case f.budget*maxProbeShare > f.interval:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.budget (%s) must be at most 1/%d of --collector.probe.interval (%s): the probe may take at most 5%% of the GPU's time", f.budget, maxProbeShare, f.interval)
+	case f.stolenWindow <= 0:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.stolen-window must be positive, got %s", f.stolenWindow)
+	case f.stolenWindow >= f.budget:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.stolen-window (%s) must be shorter than --collector.probe.budget (%s), which includes it", f.stolenWindow, f.budget)
+	case f.maxMemory < minProbeMemory:
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.max-memory must be at least 16MiB, got %s", formatBytes(f.maxMemory))
+	case strings.TrimSpace(f.cudaLibrary) == "":
+		return gpuprobe.Config{}, errors.New("--cuda.library must not be empty")
+	}
+	cfg := gpuprobe.ExporterConfig()
+	cfg.GPUTimeBudget = f.budget
+	cfg.StolenWindow = f.stolenWindow
+	cfg.MaxMemoryBytes = f.maxMemory
+	if err := cfg.Validate(); err != nil {
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.* flags: %w", err)
+	}
+	return cfg, nil
+}
+
+// bytesValue is a kingpin value for a byte size ("256MiB", "1GiB", "1e9",
+// "500MB"); its parse errors name the flag.
+type bytesValue struct {
+	name string
+	b    *uint64
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+func parseBytes(s string) (uint64, bool) {
+	num, mult := strings.TrimSpace(s), 1.0
+	for _, u := range byteUnits {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 || v*mult >= 1<<63 {
+		return 0, false
+	}
+	return uint64(v * mult), true
+}
+
+func (v bytesValue) Set(s string) error {
+	n, ok := parseBytes(s)
+	if !ok {
+		return fmt.Errorf("--%s: %q is not a byte size (use e.g. 256MiB, 1GiB)", v.name, s)
+	}
+	*v.b = n
+	return nil
+}
+
+func (v bytesValue) String() string { return formatBytes(*v.b) }
+
+func formatBytes(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatUint(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(n, 10) + "B"
+}
+
+// newProbe builds the continuous probe over the simulated fleet's CUDA
+// driver (fleet not nil) or over libcuda, loaded at the first run and
+// retried every interval while it cannot be.
+func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
+	popts := gpuprobe.Options{Logger: logger}
+	var open collector.OpenProber
+	if fleet != nil {
+		drv := fleet.ProbeDriver()
+		open = func() (gpuprobe.Prober, func() error, error) { return gpuprobe.New(drv, popts), nil, nil }
+		logger.Info("probe: simulated CUDA driver of the scenario (--cuda.library is not loaded)")
+	} else {
+		open = func() (gpuprobe.Prober, func() error, error) {
+			c, err := gpuprobe.Open(f.cudaLibrary)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--cuda.library %s: %w", f.cudaLibrary, err)
+			}
+			pr := gpuprobe.New(c, popts)
+			closeFn := func() error {
+				// A driver call abandoned at its deadline may still run:
+				// unload the library only once it has returned.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if pr.Wait(ctx) != nil {
+					return nil
+				}
+				return c.Close()
+			}
+			return pr, closeFn, nil
+		}
+	}
+	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
+		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", collector.ProbeTimeout(cfg))
+	return collector.NewProbeCollector(open, dir, collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger})
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+)
+
+func TestProbeFlagsNameTheCulprit(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"zero interval", []string{"--collector.probe.interval=0s"}, []string{"--collector.probe.interval must be positive"}},
+		{"bad interval", []string{"--collector.probe.interval=often"}, []string{"--collector.probe.interval", `"often" is not a duration`}},
+		{"negative budget", []string{"--collector.probe.budget=-1ms"}, []string{"--collector.probe.budget must be positive"}},
+		{"budget over the cap", []string{"--collector.probe.budget=11s", "--collector.probe.interval=1h"}, []string{"--collector.probe.budget must be at most 10s", "gpulens-verify"}},
+		{"budget over 5% of the interval", []string{"--collector.probe.budget=2s", "--collector.probe.interval=30s"}, []string{"--collector.probe.budget (2s) must be at most 1/20 of --collector.probe.interval (30s)"}},
+		{"window not shorter than the budget", []string{"--collector.probe.stolen-window=250ms"}, []string{"--collector.probe.stolen-window (250ms) must be shorter than --collector.probe.budget (250ms)"}},
+		{"zero window", []string{"--collector.probe.stolen-window=0s"}, []string{"--collector.probe.stolen-window must be positive"}},
+		{"memory too small", []string{"--collector.probe.max-memory=1MiB"}, []string{"--collector.probe.max-memory must be at least 16MiB, got 1MiB"}},
+		{"memory not a size", []string{"--collector.probe.max-memory=lots"}, []string{"--collector.probe.max-memory", `"lots" is not a byte size`}},
+		{"memory negative", []string{"--collector.probe.max-memory=-5MiB"}, []string{"--collector.probe.max-memory"}},
+		{"empty library", []string{"--cuda.library= "}, []string{"--cuda.library must not be empty"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			code := run(ctx, append([]string{"--web.listen-address=127.0.0.1:0", "--sim.scenario=minimal", "--collector.probe"}, tc.args...), &out)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2; output:\n%s", code, out.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("message does not say %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestProbeFlagDefaults(t *testing.T) {
+	o, err := parseFlags([]string{"--collector.probe"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := o.probe
+	if !f.enabled || f.interval != 5*time.Minute || f.budget != 250*time.Millisecond || f.stolenWindow != 100*time.Millisecond ||
+		f.maxMemory != 256<<20 || f.cudaLibrary != "libcuda.so.1" {
+		t.Errorf("defaults: %+v", f)
+	}
+	want := gpuprobe.ExporterConfig()
+	if c := o.probeConfig; c.GPUTimeBudget != want.GPUTimeBudget || c.StolenWindow != want.StolenWindow || c.MaxMemoryBytes != want.MaxMemoryBytes || c.GapThreshold != want.GapThreshold {
+		t.Errorf("default config %+v, want gpuprobe.ExporterConfig() %+v", c, want)
+	}
+	off, err := parseFlags(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.probe.enabled {
+		t.Errorf("the probe is on by default")
+	}
+	custom, err := parseFlags([]string{"--collector.probe.budget=500ms", "--collector.probe.stolen-window=200ms", "--collector.probe.max-memory=1GiB", "--collector.probe.interval=1m"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := custom.probeConfig; c.GPUTimeBudget != 500*time.Millisecond || c.StolenWindow != 200*time.Millisecond || c.MaxMemoryBytes != 1<<30 {
+		t.Errorf("flags not applied: %+v", c)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"256MiB": 256 << 20, "1GiB": 1 << 30, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "500MB": 500e6,
+		"2GB": 2e9, "1048576": 1 << 20, "1e9": 1e9, "4096B": 4096, " 16 MiB ": 16 << 20,
+	} {
+		if got, ok := parseBytes(in); !ok || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "ten", "-1GiB", "1ZiB", "1e30"} {
+		if got, ok := parseBytes(bad); ok {
+			t.Errorf("parseBytes(%q) = %d, accepted", bad, got)
+		}
+	}
+	for n, want := range map[uint64]string{256 << 20: "256MiB", 1 << 30: "1GiB", 1000: "1000B", 3 << 10: "3KiB"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// fixedGPUs is a GPUDirectory of one GPU.
+type fixedGPUs []collector.GPUIdentity
+
+func (g fixedGPUs) GPUs() ([]collector.GPUIdentity, bool) { return g, true }
+
+// Without a loadable libcuda the probe reports itself down on every GPU,
+// naming the flag in its log, instead of failing the exporter.
+func TestProbeWithoutLibcuda(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	f := probeFlags{enabled: true, interval: time.Minute, budget: 250 * time.Millisecond, stolenWindow: 100 * time.Millisecond,
+		maxMemory: 256 << 20, cudaLibrary: t.TempDir() + "/libcuda.so.1"}
+	cfg, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProbe(f, cfg, nil, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.RunOnce(context.Background())
+	p.RunOnce(context.Background())
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(p)
+	const want = `# HELP gpulens_probe_up 1 when the last probe of the CUDA device measured something, 0 when it failed as a whole (no libcuda, no device, deadline, busy); its figures are then absent.
+# TYPE gpulens_probe_up gauge
+gpulens_probe_up{gpu="0",uuid="GPU-0"} 0
+# HELP gpulens_probe_runs_total Probes of the device attempted, failed ones included.
+# TYPE gpulens_probe_runs_total counter
+gpulens_probe_runs_total{gpu="0",uuid="GPU-0"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gpulens_probe_up", "gpulens_probe_runs_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "gpulens_probe_errors_total"); err != nil || n != 1 {
+		t.Errorf("%d errors_total series (%v), want 1 (init, unavailable)", n, err)
+	}
+	if !strings.Contains(logs.String(), "--cuda.library "+f.cudaLibrary) {
+		t.Errorf("log does not name --cuda.library:\n%s", logs.String())
+	}
+}
+
+// probeSeries waits until the exporter serves the probe's figures and
+// returns the scrape.
+func probeSeries(t *testing.T, url string) map[string]*familyView {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fams := scrape(t, http.DefaultClient, url)
+		if f := fams["gpulens_probe_stolen_time_ratio"]; f != nil && len(f.series) > 0 {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no probe figures after 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The simulated scenarios end to end: the probe sees the invisible
+// neighbour of rented-timesliced and none on rented-dedicated, labelled
+// like the NVML series.
+func TestProbeOnSimulatedScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		scenario       string
+		minStolen      float64
+		maxStolen      float64
+		minDeviceCopy  float64 // bytes/s
+		maxDeviceCopy  float64
+		wantGapAtLeast float64 // seconds
+	}{
+		{"rented-dedicated", 0, 0.02, 2.4e12, 3.4e12, 0},
+		{"rented-timesliced", 0.4, 0.6, 1.2e12, 1.7e12, 0.0015},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			addr := startExporter(t, "--sim.scenario="+tc.scenario, "--sampler.interval=100ms", "--collector.probe", "--collector.probe.interval=1m")
+			fams := probeSeries(t, "http://"+addr+"/metrics")
+			info := fams["gpulens_gpu_info"].series[0].labels
+			one := func(name string) seriesView {
+				t.Helper()
+				f := fams[name]
+				if f == nil || len(f.series) == 0 {
+					t.Fatalf("%s missing", name)
+				}
+				s := f.series[0]
+				if s.labels["gpu"] != info["gpu"] || s.labels["uuid"] != info["uuid"] {
+					t.Errorf("%s labelled %v, NVML says gpu %s uuid %s", name, s.labels, info["gpu"], info["uuid"])
+				}
+				return s
+			}
+			if v := one("gpulens_probe_up").value; v != 1 {
+				t.Errorf("gpulens_probe_up %v", v)
+			}
+			if v := one("gpulens_probe_stolen_time_ratio").value; v < tc.minStolen || v > tc.maxStolen {
+				t.Errorf("stolen time ratio %.3f, want %.2f–%.2f", v, tc.minStolen, tc.maxStolen)
+			}
+			if v := one("gpulens_probe_device_copy_bandwidth_bytes_per_second").value; v < tc.minDeviceCopy || v > tc.maxDeviceCopy {
+				t.Errorf("device copy %.3g B/s, want %.3g–%.3g", v, tc.minDeviceCopy, tc.maxDeviceCopy)
+			}
+			for _, s := range fams["gpulens_probe_stolen_gap_seconds"].series {
+				if s.labels["stat"] == "median" && s.value < tc.wantGapAtLeast {
+					t.Errorf("median gap %.4fs, want at least %.4fs", s.value, tc.wantGapAtLeast)
+				}
+			}
+			// The NVML collectors are unaffected.
+			if fams["gpulens_gpu_up"] == nil || fams["gpulens_gpu_up"].series[0].value != 1 || fams["gpulens_gpu_memory_used_bytes"] == nil {
+				t.Errorf("NVML series missing beside the probe")
+			}
+		})
+	}
+}

@@ -1,0 +1,713 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+)
+
+// The continuous probe (--collector.probe) measures what each CUDA device
+// delivers from the inside (internal/gpuprobe) on a goroutine of its own,
+// every ProbeOptions.Interval, one device after the other. It is not a
+// per-GPU sampler collector: a probe takes up to seconds of wall time and
+// must never delay the NVML readings. Each run publishes an immutable
+// snapshot of const metrics that ProbeCollector.Collect copies; a scrape
+// never calls CUDA.
+
+// ProbeTimeoutMargin is added to four times the GPU-time budget to make one
+// device's deadline (context creation, PTX JIT and pinned allocations take
+// wall time the budget does not count).
+const ProbeTimeoutMargin = 10 * time.Second
+
+// ProbeTimeout is the default deadline of one device's probe under cfg.
+func ProbeTimeout(cfg gpuprobe.Config) time.Duration {
+	return 4*cfg.GPUTimeBudget + ProbeTimeoutMargin
+}
+
+// Measurement label values beyond gpuprobe's measurement names.
+const (
+	// ProbeMeasurementInit: the CUDA library could not be loaded or
+	// initialised, or the devices could not be listed.
+	ProbeMeasurementInit = "init"
+	// ProbeMeasurementProbe: a device's probe failed as a whole (nothing
+	// measured: context creation failed, deadline, busy).
+	ProbeMeasurementProbe = "probe"
+)
+
+// GPUIdentity names one NVML GPU: the labels probe results carry.
+type GPUIdentity struct {
+	GPU      string // NVML index, the gpu label
+	UUID     string
+	PCIBusID string // NVML's format, "00000000:18:00.0"
+}
+
+// GPUDirectory lists the NVML GPUs that CUDA devices are matched against.
+// *Sampler implements it.
+type GPUDirectory interface {
+	// GPUs returns the GPUs whose identity is known, and whether every
+	// GPU's identity is.
+	GPUs() (gpus []GPUIdentity, complete bool)
+}
+
+// GPUs implements GPUDirectory: the GPUs whose worker has read the identity.
+func (s *Sampler) GPUs() ([]GPUIdentity, bool) {
+	out := make([]GPUIdentity, 0, len(s.workers))
+	for _, w := range s.workers {
+		if w.uuid.Load() == nil {
+			continue
+		}
+		// readIdentity sets w.info before it stores w.uuid and never
+		// changes it afterwards: having seen uuid, reading info is safe.
+		out = append(out, GPUIdentity{GPU: w.gpu, UUID: w.info.UUID, PCIBusID: w.info.PCIBusID})
+	}
+	return out, len(out) == len(s.workers)
+}
+
+// OpenProber loads the prober. close releases what it holds (nil: nothing
+// to release); it is called when the probe stops, unless a call is still
+// stuck in the driver then.
+type OpenProber func() (p gpuprobe.Prober, close func() error, err error)
+
+// Ticker returns a channel of ticks every d and a function that stops it.
+type Ticker func(d time.Duration) (<-chan time.Time, func())
+
+func timeTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// ProbeOptions configures the continuous probe.
+type ProbeOptions struct {
+	// Interval between the starts of two runs; a run probes every CUDA
+	// device in turn.
+	Interval time.Duration
+	// Config bounds each device's probe.
+	Config gpuprobe.Config
+	// Timeout is one device's deadline, and that of listing the devices.
+	// 0: ProbeTimeout(Config).
+	Timeout time.Duration
+	// IdentityWait bounds how long the first run waits for the sampler to
+	// read every GPU's identity, so that results carry the right labels
+	// from the start. 0: 10 s.
+	IdentityWait time.Duration
+	Logger       *slog.Logger
+	// Now is the clock of the timestamps; nil: time.Now.
+	Now func() time.Time
+	// NewTicker schedules the runs; nil: time.NewTicker.
+	NewTicker Ticker
+}
+
+// ProbeCollector runs the probe in the background and serves its latest
+// results. It is a prometheus.Collector whose Collect copies a snapshot.
+type ProbeCollector struct {
+	open    OpenProber
+	dir     GPUDirectory
+	opts    ProbeOptions
+	timeout time.Duration
+	// grace is how long after the deadline a call may still return before
+	// it is abandoned.
+	grace  time.Duration
+	logger *slog.Logger
+	now    func() time.Time
+	tick   Ticker
+
+	// Owned by the goroutine running Run / RunOnce.
+	prober      gpuprobe.Prober
+	release     func() error
+	devices     map[string]*probeDevice
+	initFailing bool
+
+	// busy is set while a prober call runs, including one abandoned past
+	// its deadline; later calls fail fast until it returns. lastCall is
+	// closed when the latest call has returned (tests wait on it).
+	busy     atomic.Bool
+	lastCall chan struct{}
+	snap     atomic.Pointer[[]prometheus.Metric]
+
+	// afterRun, when set (tests), is called after each run of Run.
+	afterRun func()
+}
+
+// probeDevice is the state of one probed device (or, while CUDA cannot be
+// used, of one NVML GPU), keyed by its CUDA UUID (the NVML UUID for an NVML
+// GPU, "cuda:N" without UUID): owned by the probe goroutine.
+type probeDevice struct {
+	gpu, uuid string // labels
+	matched   bool
+	info      *gpuprobe.DeviceInfo // nil for an NVML GPU CUDA never listed
+	result    *gpuprobe.Result     // latest run, nil when it failed as a whole
+	lastOK    time.Time
+	runs      float64
+	errs      map[probeErrKey]float64
+	failing   bool
+	seen      bool // succeeded at least once (first success is logged)
+	warned    bool // an unmatched device was logged
+}
+
+type probeErrKey struct{ measurement, err string }
+
+// NewProbeCollector returns the probe; Run starts it.
+func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*ProbeCollector, error) {
+	if opts.Interval <= 0 {
+		return nil, fmt.Errorf("probe interval must be positive, got %s", opts.Interval)
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("probe timeout must not be negative, got %s", opts.Timeout)
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("probe configuration: %w", err)
+	}
+	p := &ProbeCollector{
+		open: open, dir: dir, opts: opts,
+		timeout: opts.Timeout, grace: 2 * time.Second,
+		logger: opts.Logger, now: opts.Now, tick: opts.NewTicker,
+		devices: map[string]*probeDevice{},
+	}
+	if p.timeout == 0 {
+		p.timeout = ProbeTimeout(opts.Config)
+	}
+	if p.opts.IdentityWait == 0 {
+		p.opts.IdentityWait = 10 * time.Second
+	}
+	if p.logger == nil {
+		p.logger = slog.New(slog.DiscardHandler)
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.tick == nil {
+		p.tick = timeTicker
+	}
+	p.snap.Store(&[]prometheus.Metric{})
+	return p, nil
+}
+
+// Run probes every device now, then every interval, until ctx is
+// cancelled. A failing or hanging probe only shows in the probe's own
+// metrics.
+func (p *ProbeCollector) Run(ctx context.Context) {
+	defer func() {
+		if p.release != nil && !p.busy.Load() {
+			if err := p.release(); err != nil {
+				p.logger.Warn("probe: releasing the CUDA library", "err", err)
+			}
+		}
+	}()
+	p.waitForIdentities(ctx)
+	ticks, stop := p.tick(p.opts.Interval)
+	defer stop()
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		p.RunOnce(ctx)
+		if p.afterRun != nil {
+			p.afterRun()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+	}
+}
+
+// waitForIdentities waits, at most IdentityWait, until the sampler knows
+// every GPU's identity.
+func (p *ProbeCollector) waitForIdentities(ctx context.Context) {
+	if _, complete := p.dir.GPUs(); complete {
+		return
+	}
+	ticks, stop := p.tick(50 * time.Millisecond)
+	defer stop()
+	deadline := p.now().Add(p.opts.IdentityWait)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+		if _, complete := p.dir.GPUs(); complete {
+			return
+		}
+		if !p.now().Before(deadline) {
+			p.logger.Warn("probe: starting before every GPU's NVML identity is known; unmatched CUDA devices are labelled gpu=\"\"", "waited", p.opts.IdentityWait)
+			return
+		}
+	}
+}
+
+// RunOnce probes every CUDA device once and publishes the results.
+func (p *ProbeCollector) RunOnce(ctx context.Context) {
+	gpus, _ := p.dir.GPUs()
+	if p.prober == nil {
+		pr, closeFn, err := p.open()
+		if err != nil {
+			p.failInit(gpus, "unavailable", err)
+			return
+		}
+		p.prober, p.release = pr, closeFn
+	}
+	var devs []gpuprobe.DeviceInfo
+	err := p.call(ctx, func(ctx context.Context) error {
+		var err error
+		devs, err = p.prober.Devices(ctx)
+		return err
+	})
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	if err == nil && len(devs) == 0 {
+		err = errNoDevice
+	}
+	if err != nil {
+		p.failInit(gpus, probeErrorLabel(err), err)
+		return
+	}
+	if p.initFailing {
+		p.initFailing = false
+		p.logger.Info("probe: CUDA devices available again", "devices", len(devs))
+	}
+	listed := map[string]bool{}
+	for _, d := range devs {
+		listed[deviceKey(d)] = true
+	}
+	for k := range p.devices {
+		if !listed[k] {
+			delete(p.devices, k)
+		}
+	}
+	for _, d := range devs {
+		if ctx.Err() != nil {
+			return
+		}
+		st := p.device(d, gpus)
+		p.probe(ctx, st, d)
+		p.publish()
+	}
+}
+
+func deviceKey(d gpuprobe.DeviceInfo) string {
+	if d.UUID != "" {
+		return d.UUID
+	}
+	return "cuda:" + strconv.Itoa(d.Ordinal)
+}
+
+// device returns the state of d, labelled after the NVML GPU it is.
+func (p *ProbeCollector) device(d gpuprobe.DeviceInfo, gpus []GPUIdentity) *probeDevice {
+	key := deviceKey(d)
+	st := p.devices[key]
+	if st == nil {
+		st = &probeDevice{errs: map[probeErrKey]float64{}}
+		p.devices[key] = st
+	}
+	info := d
+	st.info = &info
+	gpu, uuid, ok := matchGPU(d, gpus)
+	if !ok && st.matched {
+		return st // keep the labels found before (the GPU may be unreadable now)
+	}
+	if !ok && !st.warned {
+		st.warned = true
+		p.logger.Warn("probe: CUDA device not found among NVML's GPUs; labelled gpu=\"\"", "cuda_ordinal", d.Ordinal, "uuid", d.UUID, "pci_bus_id", d.PCIBusID)
+	}
+	st.gpu, st.uuid, st.matched = gpu, uuid, ok
+	return st
+}
+
+// matchGPU finds the NVML GPU of a CUDA device: by UUID, else by PCI bus id
+// (a MIG instance, whose CUDA UUID is the instance's, is labelled with its
+// parent's gpu and its own MIG UUID).
+func matchGPU(d gpuprobe.DeviceInfo, gpus []GPUIdentity) (gpu, uuid string, ok bool) {
+	if d.UUID != "" {
+		for _, g := range gpus {
+			if strings.EqualFold(g.UUID, d.UUID) {
+				return g.GPU, g.UUID, true
+			}
+		}
+	}
+	if bus, ok := parsePCIBusID(d.PCIBusID); ok {
+		for _, g := range gpus {
+			if b, ok := parsePCIBusID(g.PCIBusID); ok && b == bus {
+				if strings.HasPrefix(d.UUID, "MIG-") {
+					return g.GPU, d.UUID, true
+				}
+				return g.GPU, g.UUID, true
+			}
+		}
+	}
+	return "", d.UUID, false
+}
+
+// parsePCIBusID reads "domain:bus:device.function" (NVML writes an 8-digit
+// domain, CUDA a 4-digit one) into one comparable number.
+func parsePCIBusID(s string) (uint64, bool) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	devFn := strings.Split(parts[2], ".")
+	if len(devFn) != 2 {
+		return 0, false
+	}
+	var v [4]uint64
+	for i, f := range []string{parts[0], parts[1], devFn[0], devFn[1]} {
+		n, err := strconv.ParseUint(f, 16, 32)
+		if err != nil {
+			return 0, false
+		}
+		v[i] = n
+	}
+	if v[1] > 0xff || v[2] > 0x1f || v[3] > 7 {
+		return 0, false
+	}
+	return v[0]<<16 | v[1]<<8 | v[2]<<3 | v[3], true
+}
+
+// probe measures one device and records the outcome.
+func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.DeviceInfo) {
+	cfg := p.configFor(d)
+	var res gpuprobe.Result
+	err := p.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = p.prober.Probe(ctx, d.Ordinal, cfg)
+		return err
+	})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return // shutting down: not the device's fault
+	}
+	st.runs++
+	for _, me := range res.Errors {
+		st.errs[probeErrKey{me.Measurement, measurementErrorLabel(me)}]++
+	}
+	if err != nil {
+		st.errs[probeErrKey{ProbeMeasurementProbe, probeErrorLabel(err)}]++
+		st.result = nil
+		if !st.failing {
+			p.logger.Warn("probe: device probe failed; retrying every interval", "gpu", st.gpu, "uuid", st.uuid, "cuda_ordinal", d.Ordinal, "err", err)
+		} else {
+			p.logger.Debug("probe: device probe still failing", "gpu", st.gpu, "uuid", st.uuid, "err", err)
+		}
+		st.failing = true
+		return
+	}
+	r := res
+	st.result = &r
+	st.lastOK = p.now()
+	if st.failing {
+		p.logger.Info("probe: device probe works again", "gpu", st.gpu, "uuid", st.uuid)
+	}
+	st.failing = false
+	level := slog.LevelDebug
+	if !st.seen {
+		level = slog.LevelInfo
+		st.seen = true
+	}
+	attrs := []any{"gpu", st.gpu, "uuid", st.uuid, "duration", res.Duration, "gpu_time", res.GPUTime,
+		"device_copy_bytes_per_second", res.DeviceCopyBytesPerSecond, "fp32_flops", res.FP32FLOPS}
+	if res.Stolen != nil {
+		attrs = append(attrs, "stolen_ratio", res.Stolen.Ratio)
+	}
+	for _, me := range res.Errors {
+		attrs = append(attrs, "error_"+me.Measurement, me.Err)
+	}
+	p.logger.Log(ctx, level, "probe: device measured", attrs...)
+}
+
+// configFor is the configuration for d: tensor measurements are skipped on
+// GPUs older than Ampere (compute capability 8.0), which lack the mma.sync
+// shapes the kernels use; their absence is not an error.
+func (p *ProbeCollector) configFor(d gpuprobe.DeviceInfo) gpuprobe.Config {
+	cfg := p.opts.Config
+	major, _, _ := strings.Cut(d.ComputeCapability, ".")
+	if m, err := strconv.Atoi(major); err == nil && m > 0 && m < 8 {
+		cfg.Skip = append(slices.Clone(cfg.Skip), gpuprobe.MeasureFP16, gpuprobe.MeasureBF16)
+	}
+	return cfg
+}
+
+// failInit records a failure to load CUDA or list its devices on every
+// device known and every NVML GPU, and publishes.
+func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
+	if !p.initFailing {
+		p.logger.Warn("probe: CUDA unavailable; gpulens_probe_up is 0 and the probe retries every interval", "interval", p.opts.Interval, "err", err)
+	} else {
+		p.logger.Debug("probe: CUDA still unavailable", "err", err)
+	}
+	p.initFailing = true
+	for _, g := range gpus {
+		covered := false
+		for _, st := range p.devices {
+			if st.matched && st.gpu == g.GPU {
+				covered = true
+				break
+			}
+		}
+		if !covered && p.devices[g.UUID] == nil {
+			p.devices[g.UUID] = &probeDevice{gpu: g.GPU, uuid: g.UUID, matched: true, errs: map[probeErrKey]float64{}}
+		}
+	}
+	for _, st := range p.devices {
+		st.runs++
+		st.errs[probeErrKey{ProbeMeasurementInit, label}]++
+		st.result = nil
+		st.failing = true
+	}
+	p.publish()
+}
+
+var (
+	errProbeBusy      = errors.New("a previous probe call is still stuck in the driver")
+	errProbeAbandoned = errors.New("probe call abandoned past its deadline")
+	errProbePanic     = errors.New("probe panicked")
+	errNoDevice       = errors.New("CUDA lists no device")
+)
+
+// call runs f on a goroutine of its own under the probe deadline. A call
+// that has not returned a grace period after its deadline is abandoned (it
+// keeps its goroutine until the driver returns); until then later calls
+// fail at once with errProbeBusy, so at most one call is ever stuck.
+func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error) error {
+	if !p.busy.CompareAndSwap(false, true) {
+		return errProbeBusy
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	p.lastCall = finished
+	go func() {
+		defer cancel()
+		var err error
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: %v", errProbePanic, r)
+			}
+			p.busy.Store(false)
+			close(finished)
+			done <- err
+		}()
+		err = f(cctx)
+	}()
+	abandon := time.NewTimer(p.timeout + p.grace)
+	defer abandon.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-abandon.C:
+		return fmt.Errorf("%w (%s)", errProbeAbandoned, p.timeout)
+	}
+}
+
+// probeErrorLabel is the error label of a failed probe or device listing:
+// a small fixed set, CUDA error names in lower case without CUDA_ERROR_.
+func probeErrorLabel(err error) string {
+	var ce *gpuprobe.CUDAError
+	switch {
+	case errors.Is(err, errProbeAbandoned), errors.Is(err, context.DeadlineExceeded):
+		return errDeadline
+	case errors.Is(err, errProbeBusy), errors.Is(err, gpuprobe.ErrBusy):
+		return "busy"
+	case errors.Is(err, errProbePanic):
+		return "panic"
+	case errors.Is(err, errNoDevice):
+		return "no_device"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &ce):
+		return cudaErrorLabel(ce.Code, ce.Name)
+	}
+	return "other"
+}
+
+// measurementErrorLabel is the error label of one failed measurement.
+func measurementErrorLabel(me gpuprobe.MeasurementError) string {
+	switch {
+	case me.Code != 0:
+		return cudaErrorLabel(me.Code, "")
+	case strings.Contains(me.Err, context.DeadlineExceeded.Error()):
+		return errDeadline
+	case strings.Contains(me.Err, context.Canceled.Error()):
+		return "canceled"
+	}
+	return "other"
+}
+
+// cudaErrorNames are the CUresult names of the codes a probe can meet.
+var cudaErrorNames = map[int]string{
+	1: "invalid_value", 2: "out_of_memory", 3: "not_initialized", 4: "deinitialized",
+	34: "stub_library", 46: "devices_unavailable", 100: "no_device", 101: "invalid_device",
+	200: "invalid_image", 201: "invalid_context", 209: "no_binary_for_gpu", 214: "ecc_uncorrectable",
+	218: "invalid_ptx", 222: "unsupported_ptx_version", 304: "operating_system", 400: "invalid_handle",
+	500: "not_found", 700: "illegal_address", 701: "launch_out_of_resources", 702: "launch_timeout",
+	719: "launch_failed", 801: "not_supported", 802: "system_not_ready", 803: "system_driver_mismatch",
+	804: "compat_not_supported_on_device", 999: "unknown",
+}
+
+func cudaErrorLabel(code int, name string) string {
+	if n, ok := cudaErrorNames[code]; ok {
+		return n
+	}
+	if rest, ok := strings.CutPrefix(name, "CUDA_ERROR_"); ok && rest != "" {
+		return strings.ToLower(rest)
+	}
+	return "cuda_error_" + strconv.Itoa(code)
+}
+
+var (
+	probeUpDesc = desc("probe", "up",
+		"1 when the last probe of the CUDA device measured something, 0 when it failed as a whole (no libcuda, no device, deadline, busy); its figures are then absent.")
+	probeDeviceInfoDesc = desc("probe", "device_info",
+		"CUDA's view of the probed device, value 1: ordinal, name and compute capability.",
+		"cuda_ordinal", "name", "compute_capability")
+	probeLastSuccessDesc = desc("probe", "last_success_timestamp_seconds",
+		"Unix time the device's last successful probe finished.")
+	probeDurationDesc = desc("probe", "duration_seconds",
+		"Wall time of the device's last probe (context, JIT, allocations and measurements).")
+	probeGPUTimeDesc = desc("probe", "gpu_time_seconds",
+		"GPU time the timed kernels and copies of the device's last probe took (bounded by --collector.probe.budget).")
+	probeRunsDesc = desc("probe", "runs_total",
+		"Probes of the device attempted, failed ones included.")
+	probeErrorsDesc = desc("probe", "errors_total",
+		"Probe failures by measurement (h2d, fp32, ..., probe: the whole device probe, init: loading CUDA or listing devices) and error (a CUDA error name such as out_of_memory, deadline_exceeded, busy, unavailable, other).",
+		"measurement", "error")
+	probeMemFreeDesc = desc("probe", "memory_free_bytes",
+		"Device memory free as the probe's CUDA context sees it (cuMemGetInfo), after the context exists.")
+	probeMemTotalDesc = desc("probe", "memory_total_bytes",
+		"Device memory total as CUDA reports it (cuMemGetInfo): a vGPU guest or MIG instance sees its share.")
+	probeH2DDesc = desc("probe", "h2d_bandwidth_bytes_per_second",
+		"Host-to-device copy bandwidth from pinned memory measured by the last probe.")
+	probeD2HDesc = desc("probe", "d2h_bandwidth_bytes_per_second",
+		"Device-to-host copy bandwidth into pinned memory measured by the last probe.")
+	probeDeviceCopyDesc = desc("probe", "device_copy_bandwidth_bytes_per_second",
+		"Device memory bandwidth of a copy kernel (bytes read plus written per second) measured by the last probe.")
+	probeFP32Desc = desc("probe", "fp32_flop_per_second",
+		"FP32 FMA throughput measured by the last probe, in floating-point operations per second.")
+	probeTensorDesc = desc("probe", "tensor_flop_per_second",
+		"Tensor-core mma.sync throughput (f32 accumulate) measured by the last probe, in floating-point operations per second.",
+		"dtype")
+	probeLaunchDesc = desc("probe", "launch_latency_seconds",
+		"Round trip of an empty kernel (launch and synchronise) over the last probe's launches: stat=median or p99.",
+		"stat")
+	probeStolenDesc = desc("probe", "stolen_time_ratio",
+		"Share of the stolen-time window the probe's kernel did not run (gaps in %globaltimer; median over SMs): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
+	probeGapDesc = desc("probe", "stolen_gap_seconds",
+		"Length of the gaps the stolen-time kernel saw (stat=median, p90, max; 0 without gaps): the time slice other contexts got.",
+		"stat")
+)
+
+// DescribeProbe sends the descriptors of every probe metric.
+func DescribeProbe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
+		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
+		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeGapDesc} {
+		ch <- d
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (p *ProbeCollector) Describe(ch chan<- *prometheus.Desc) { DescribeProbe(ch) }
+
+// Collect implements prometheus.Collector: it copies the latest snapshot and
+// never calls CUDA.
+func (p *ProbeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range *p.snap.Load() {
+		ch <- m
+	}
+}
+
+// publish renders every device's state into a new snapshot.
+func (p *ProbeCollector) publish() {
+	devs := make([]*probeDevice, 0, len(p.devices))
+	for _, st := range p.devices {
+		devs = append(devs, st)
+	}
+	slices.SortFunc(devs, func(a, b *probeDevice) int {
+		ai, aerr := strconv.Atoi(a.gpu)
+		bi, berr := strconv.Atoi(b.gpu)
+		switch {
+		case aerr == nil && berr == nil && ai != bi:
+			return ai - bi
+		case (aerr == nil) != (berr == nil):
+			if aerr == nil {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.uuid, b.uuid)
+	})
+	var ms []prometheus.Metric
+	for _, st := range devs {
+		ms = st.appendMetrics(ms)
+	}
+	p.snap.Store(&ms)
+}
+
+func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric {
+	g := func(d *prometheus.Desc, v float64, extra ...string) {
+		ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{st.gpu, st.uuid}, extra...)...))
+	}
+	g(probeUpDesc, b2f(st.result != nil))
+	if st.info != nil {
+		g(probeDeviceInfoDesc, 1, strconv.Itoa(st.info.Ordinal), st.info.Name, st.info.ComputeCapability)
+	}
+	if !st.lastOK.IsZero() {
+		g(probeLastSuccessDesc, float64(st.lastOK.UnixNano())/1e9)
+	}
+	ms = append(ms, prometheus.MustNewConstMetric(probeRunsDesc, prometheus.CounterValue, st.runs, st.gpu, st.uuid))
+	keys := make([]probeErrKey, 0, len(st.errs))
+	for k := range st.errs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b probeErrKey) int {
+		if c := strings.Compare(a.measurement, b.measurement); c != 0 {
+			return c
+		}
+		return strings.Compare(a.err, b.err)
+	})
+	for _, k := range keys {
+		ms = append(ms, prometheus.MustNewConstMetric(probeErrorsDesc, prometheus.CounterValue, st.errs[k], st.gpu, st.uuid, k.measurement, k.err))
+	}
+	r := st.result
+	if r == nil {
+		return ms
+	}
+	g(probeDurationDesc, r.Duration.Seconds())
+	g(probeGPUTimeDesc, r.GPUTime.Seconds())
+	if r.Memory != nil {
+		g(probeMemFreeDesc, float64(r.Memory.FreeBytes))
+		g(probeMemTotalDesc, float64(r.Memory.TotalBytes))
+	}
+	nonZero := func(d *prometheus.Desc, v float64, extra ...string) {
+		if v > 0 {
+			g(d, v, extra...)
+		}
+	}
+	nonZero(probeH2DDesc, r.H2DBytesPerSecond)
+	nonZero(probeD2HDesc, r.D2HBytesPerSecond)
+	nonZero(probeDeviceCopyDesc, r.DeviceCopyBytesPerSecond)
+	nonZero(probeFP32Desc, r.FP32FLOPS)
+	nonZero(probeTensorDesc, r.FP16TensorFLOPS, "fp16")
+	nonZero(probeTensorDesc, r.BF16TensorFLOPS, "bf16")
+	nonZero(probeLaunchDesc, r.LaunchLatency.Seconds(), "median")
+	nonZero(probeLaunchDesc, r.LaunchLatencyP99.Seconds(), "p99")
+	if s := r.Stolen; s != nil {
+		g(probeStolenDesc, s.Ratio)
+		g(probeGapDesc, s.GapMedian.Seconds(), "median")
+		g(probeGapDesc, s.GapP90.Seconds(), "p90")
+		g(probeGapDesc, s.GapMax.Seconds(), "max")
+	}
+	return ms
+}
