@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -43,9 +44,12 @@ type plan struct {
 }
 
 // execute runs every level and repeat of p and writes the reports. It
-// returns an error only for bad setup or unwritable outputs: an
-// interrupted run still writes what it measured.
+// returns an error only for bad setup (a usageError, before any request)
+// or unwritable outputs: an interrupted run still writes what it measured.
+// A run that returns nil sets f.status: exitInterrupted, exitAllFailed or
+// exitOK.
 func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p plan) error {
+	f.status = exitOK
 	maxConns := f.maxConcurrency
 	for _, l := range p.levels {
 		if p.mode == runner.Closed {
@@ -57,17 +61,41 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p plan) err
 	}
 	s, err := f.build(maxConns)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	cl, err := client.New(s.client)
 	if err != nil {
-		return err
+		return usageError{err}
+	}
+	var (
+		doc      = &report.Document{}
+		requests []report.Request
+	)
+	outputs := []outFile{
+		{"--output", f.output, func(w io.Writer) error {
+			b, err := doc.Marshal()
+			if err == nil {
+				_, err = w.Write(b)
+			}
+			return err
+		}},
+		{"--csv", f.csv, func(w io.Writer) error { return output.WriteCSV(w, doc) }},
+		{"--save-requests", f.saveRequests, func(w io.Writer) error { return writeRequests(w, requests) }},
+	}
+	if err := checkOutputs(outputs); err != nil {
+		return usageError{err}
+	}
+	for _, level := range p.levels {
+		rc := f.runConfig(p, s, level)
+		if err := rc.Validate(); err != nil {
+			return usageError{err}
+		}
 	}
 	runID := newRunID()
 	meta := report.Metadata{
 		Tool: "gpulens-loadgen", Version: version.Version, Revision: version.Revision, GoVersion: runtime.Version(),
 		Command: p.command, RunID: runID, Started: time.Now().UTC(), Target: redactURL(f.target), Endpoint: f.endpoint,
-		Model: f.model, Scenario: f.scenario, Seed: f.seed,
+		Model: f.model, Scenario: f.scenario, Seed: f.seed, PromptNonce: s.nonce,
 	}
 	if s.dataset != nil {
 		meta.Dataset, meta.DatasetSHA256 = s.dataset.Name, s.dataset.SHA256
@@ -95,9 +123,8 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p plan) err
 	prog := newProgress(f.progress && term.IsTerminal(int(os.Stderr.Fd())))
 	obs := multiObserver{m, prog}
 	var (
-		doc      = &report.Document{}
-		requests []report.Request
-		bestGood = -1.0
+		bestGood          = -1.0
+		completed, failed int
 	)
 	m.Start()
 levels:
@@ -105,40 +132,52 @@ levels:
 		var reps []report.Run
 		for rep := 1; rep <= p.repeats; rep++ {
 			if ctx.Err() != nil {
+				meta.Interrupted = true // stopped between runs
 				break levels
 			}
-			rcfg := runner.Config{Mode: p.mode, Duration: f.duration, Requests: f.requests, Warmup: f.warmup,
-				RampUp: f.rampUp, Shard: s.shard, MaxConcurrency: f.maxConcurrency}
+			rcfg := f.runConfig(p, s, level)
 			settings := report.Settings{Mode: p.mode, DurationSeconds: f.duration.Seconds(), Requests: f.requests,
 				WarmupSeconds: f.warmup.Seconds(), RampUpSeconds: f.rampUp.Seconds(), TimeoutSeconds: f.timeout.Seconds(),
 				Endpoint: f.endpoint, Timestamps: f.timestamps, Model: f.model, InputTokens: f.inputTokens, OutputTokens: f.outputTokens,
-				Dataset: meta.Dataset, MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS, Seed: f.seed, Shard: f.shard,
+				Dataset: meta.Dataset, MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS, Seed: f.seed, Shard: f.shard, Prompts: f.prompts,
 				SLO: s.slo, Cost: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
+			if f.duration > 0 {
+				settings.GracePeriodSeconds = f.gracePeriod.Seconds()
+			}
 			name := ""
 			target := 0.0
 			if p.mode == runner.Closed {
-				rcfg.Concurrency = int(level)
 				settings.Concurrency = int(level)
 				name = fmt.Sprintf("concurrency=%d", int(level))
 			} else {
-				rcfg.Schedule = schedule.Config{Rate: level, Arrival: f.arrival, Burstiness: f.burstiness, RampUp: f.rampUp, Seed: f.seed}
 				settings.Rate, settings.Arrival, settings.Burstiness, settings.MaxConcurrency = level, f.arrival, f.burstiness, f.maxConcurrency
 				name = fmt.Sprintf("rate=%g", level)
 				// A shard sends its 1/N of the schedule.
 				target = level / float64(s.shard.Count)
 			}
+			// Distinct prompts: every level and repeat leads its prompts
+			// with a tag of its own (the variant is the same in a replay).
+			work := s.work
+			if f.prompts == report.PromptsDistinct {
+				work = s.work.WithVariant(fmt.Sprintf("%s repeat=%d", name, rep))
+			}
 			if p.repeats > 1 {
 				name += fmt.Sprintf(" repeat=%d", rep)
 			}
 			prog.begin(name)
-			out, err := runner.Run(ctx, rcfg, cl, s.work, obs)
+			out, err := runner.Run(ctx, rcfg, cl, work, obs)
 			prog.end()
 			if err != nil {
 				return err
 			}
-			sum := runner.Summarize(out.Results, runner.SummaryConfig{SLO: s.slo, Prices: s.prices, TargetRate: target, MeasureStart: out.MeasureStart})
+			// The requests in flight when the run was interrupted are
+			// summarised (as interrupted) and recorded with the rest.
+			all := append(out.Results[:len(out.Results):len(out.Results)], out.InFlight...)
+			sum := runner.Summarize(all, runner.SummaryConfig{SLO: s.slo, Prices: s.prices, TargetRate: target, MeasureStart: out.MeasureStart})
 			sum.WarmupRequests = out.Warmup
 			sum.MaxInFlight = out.MaxInFlight
+			completed += sum.RequestsCompleted
+			failed += sum.RequestsFailed
 			for _, r := range out.Results {
 				if meta.ServerModel == "" && r.Model != "" {
 					meta.ServerModel = r.Model
@@ -146,9 +185,9 @@ levels:
 			}
 			run := report.Run{Name: name, Settings: settings, Summary: sum, Level: level, Repeat: rep}
 			if f.saveRequests != "" || f.embedRequests || s.shard.Count > 1 {
-				recs := make([]report.Request, len(out.Results))
-				for i := range out.Results {
-					recs[i] = runner.Record(&out.Results[i], out.Start)
+				recs := make([]report.Request, len(all))
+				for i := range all {
+					recs[i] = runner.Record(&all[i], out.Start)
 				}
 				if f.embedRequests || s.shard.Count > 1 {
 					run.Requests = recs
@@ -214,20 +253,19 @@ levels:
 	if p.saturation {
 		logger.Info("saturation search finished", "highest_level_meeting_slos", meta.SaturationLevel, "reason", meta.SaturationReason)
 	}
+	switch {
+	case meta.Interrupted:
+		f.status = exitInterrupted
+	case completed == 0 && failed > 0:
+		f.status = exitAllFailed
+		logger.Error("every measured request failed", "failed", failed)
+	}
 	var errs []error
-	if f.output != "" {
-		if err := doc.Write(f.output); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if f.csv != "" {
-		if err := output.WriteCSVFile(f.csv, doc); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if f.saveRequests != "" {
-		if err := writeRequests(f.saveRequests, requests); err != nil {
-			errs = append(errs, err)
+	for _, o := range outputs {
+		if o.path != "" {
+			if err := writeOutput(o); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	output.WriteTable(os.Stdout, doc)
@@ -249,6 +287,18 @@ levels:
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runConfig is the runner configuration of one level.
+func (f *loadFlags) runConfig(p plan, s *setup, level float64) runner.Config {
+	rc := runner.Config{Mode: p.mode, Duration: f.duration, Requests: f.requests, Warmup: f.warmup,
+		RampUp: f.rampUp, Shard: s.shard, MaxConcurrency: f.maxConcurrency, GracePeriod: f.gracePeriod}
+	if p.mode == runner.Closed {
+		rc.Concurrency = int(level)
+	} else {
+		rc.Schedule = schedule.Config{Rate: level, Arrival: f.arrival, Burstiness: f.burstiness, RampUp: f.rampUp, Seed: f.seed}
+	}
+	return rc
 }
 
 // linger keeps serving /metrics for --linger after the run, until ctx is

@@ -44,6 +44,8 @@ type loadFlags struct {
 	maxTokens                          int
 	ignoreEOS                          bool
 	seed                               int64
+	prompts, promptNonce               string
+	gracePeriod                        time.Duration
 
 	slo                       string
 	gpuHourly, overheadHours  float64
@@ -53,7 +55,12 @@ type loadFlags struct {
 	embedRequests             bool
 	progress                  bool
 	linger                    time.Duration
+
+	// status is the exit status of the last execute that returned nil.
+	status int
 }
+
+func (f *loadFlags) exitStatus() int { return f.status }
 
 func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	f := &loadFlags{}
@@ -74,6 +81,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("max-concurrency", "Open loop: cap on requests in flight (0 = none).").Default("0").IntVar(&f.maxConcurrency)
 	cmd.Flag("duration", "Measured duration of each run (after warmup).").DurationVar(&f.duration)
 	cmd.Flag("requests", "Measured requests of each run (after warmup).").IntVar(&f.requests)
+	cmd.Flag("grace-period", "With --duration: requests still in flight when it ends get this long to finish, then they are cancelled and counted as failed (error class cancelled_at_end). Set it above the longest request you expect.").Default("30s").DurationVar(&f.gracePeriod)
 	cmd.Flag("warmup", "Requests sent during this initial time are excluded from results.").Default("0s").DurationVar(&f.warmup)
 	cmd.Flag("ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.").Default("0s").DurationVar(&f.rampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
@@ -83,6 +91,8 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
 	cmd.Flag("ignore-eos", "Send ignore_eos so the server generates exactly max_tokens (vLLM, SGLang).").BoolVar(&f.ignoreEOS)
 	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.seed)
+	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(report.PromptsDistinct).EnumVar(&f.prompts, report.PromptsDistinct, report.PromptsReuse)
+	cmd.Flag("prompt-nonce", "Nonce of the prompts instead of a random one (1-64 letters, digits, - or _): with a report's metadata.prompt_nonce and the same --seed, replays its prompts byte for byte.").PlaceHolder("NONCE").StringVar(&f.promptNonce)
 	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.").StringVar(&f.slo)
 	cmd.Flag("cost.gpu-hourly-usd", "Price of one GPU hour in USD.").Default("0").Float64Var(&f.gpuHourly)
 	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
@@ -177,6 +187,7 @@ func (f *loadFlags) apiKey() (string, error) {
 // setup is everything derived from the flags.
 type setup struct {
 	work    *workload.Workload
+	nonce   string // prompt nonce: given, drawn (distinct prompts) or none
 	dataset *workload.Dataset
 	slo     report.SLO
 	prices  cost.Prices
@@ -215,7 +226,20 @@ func (f *loadFlags) build(maxConns int) (*setup, error) {
 	if f.maxTokens < 0 {
 		return nil, fmt.Errorf("--max-tokens must not be negative, got %d", f.maxTokens)
 	}
-	s.work = workload.New(workload.Config{Seed: f.seed, Input: s.in, Output: s.out, Dataset: s.dataset, MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS})
+	if f.gracePeriod <= 0 {
+		return nil, fmt.Errorf("--grace-period must be positive, got %v", f.gracePeriod)
+	}
+	s.nonce = f.promptNonce
+	switch {
+	case s.nonce != "":
+		if err := workload.ValidateNonce(s.nonce); err != nil {
+			return nil, fmt.Errorf("--prompt-nonce: %w", err)
+		}
+	case f.prompts == report.PromptsDistinct:
+		s.nonce = newRunID()
+	}
+	s.work = workload.New(workload.Config{Seed: f.seed, Input: s.in, Output: s.out, Dataset: s.dataset, MaxTokens: f.maxTokens,
+		IgnoreEOS: f.ignoreEOS, Nonce: s.nonce})
 	key, err := f.apiKey()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -116,14 +117,23 @@ func TestLingerCancel(t *testing.T) {
 		wantLinger bool
 	}{
 		{"during the linger, run succeeded", func(string) []string { return []string{"--requests", "4"} }, lingerMsg, "", true},
+		// A CSV path that passes the checks before the run (a link to a
+		// character device, written in place) but fails when written at
+		// the end (/dev/full: no space left on device); a missing folder
+		// is now refused before the run (TestOutputsCheckedBeforeRun).
 		{"during the linger, CSV unwritable", func(dir string) []string {
-			return []string{"--requests", "4", "--csv", filepath.Join(dir, "missing", "r.csv")}
+			csv := filepath.Join(dir, "r.csv")
+			if err := os.Symlink("/dev/full", csv); err != nil {
+				panic(err)
+			}
+			return []string{"--requests", "4", "--csv", csv}
 		}, lingerMsg, "r.csv", true},
 		{"during the run", func(string) []string { return []string{"--duration", "1m"} }, "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := startSim(t)
 			dir := t.TempDir()
+			t.Setenv("TMPDIR", t.TempDir()) // where an unwritable output is saved instead
 			out := filepath.Join(dir, "r.json")
 			logs := &recordingHandler{}
 			args := append([]string{"run", "--concurrency", "2", "--target", target, "--linger", "1h", "--output", out}, tc.args(dir)...)

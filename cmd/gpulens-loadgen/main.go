@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,19 +19,50 @@ import (
 	"github.com/prometheus/common/version"
 )
 
+// Exit statuses (documented in docs/loadgen.md and the help).
+const (
+	exitOK = 0
+	// exitError: the command failed (an output could not be written, a
+	// server could not be served); what was measured is still written
+	// where it can be.
+	exitError = 1
+	// exitUsage: the command line, or a file or value it names, was
+	// rejected before any request was sent.
+	exitUsage = 2
+	// exitAllFailed: run or sweep completed, but every measured request
+	// failed (none completed).
+	exitAllFailed = 3
+	// exitInterrupted: run or sweep was interrupted (SIGINT, SIGTERM); the
+	// reports cover what was measured until then.
+	exitInterrupted = 4
+)
+
+const exitStatusHelp = "Exit status: 0 success; 1 the command failed (e.g. an output could not be written); " +
+	"2 bad command line or input, rejected before any request was sent; " +
+	"3 run/sweep: every measured request failed; 4 run/sweep: interrupted (Ctrl-C, SIGTERM), the reports cover what was measured."
+
 // command is one kingpin subcommand and the function that runs it once its
-// flags are parsed. ctx is cancelled on SIGINT/SIGTERM.
+// flags are parsed. ctx is cancelled on SIGINT/SIGTERM. status, when set,
+// is the exit status of a run that returned no error (exitAllFailed,
+// exitInterrupted).
 type command struct {
 	clause *kingpin.CmdClause
 	run    func(ctx context.Context, logger *slog.Logger) error
+	status func() int
 }
+
+// usageError marks an error found before any work was done: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 func main() {
 	os.Exit(runMain(os.Args[1:]))
 }
 
 func runMain(args []string) int {
-	app := kingpin.New("gpulens-loadgen", "Load generator and simulated server for OpenAI-compatible inference endpoints.")
+	app := kingpin.New("gpulens-loadgen", "Load generator and simulated server for OpenAI-compatible inference endpoints. "+exitStatusHelp)
 	promslogConfig := &promslog.Config{}
 	flag.AddFlags(app, promslogConfig)
 	app.Version(version.Print("gpulens-loadgen"))
@@ -48,7 +80,7 @@ func runMain(args []string) int {
 	selected, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gpulens-loadgen: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	logger := promslog.New(promslogConfig)
 
@@ -56,13 +88,25 @@ func runMain(args []string) int {
 	defer stop()
 	for _, c := range commands {
 		if c.clause.FullCommand() == selected {
-			if err := c.run(ctx, logger); err != nil {
-				logger.Error("command failed", "command", selected, "err", err)
-				return 1
-			}
-			return 0
+			return exitStatus(c, c.run(ctx, logger), logger)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "gpulens-loadgen: unknown command %q\n", selected)
-	return 2
+	return exitUsage
+}
+
+// exitStatus maps what a command returned to the process's exit status.
+func exitStatus(c command, err error, logger *slog.Logger) int {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		logger.Error("invalid command line", "command", c.clause.FullCommand(), "err", err)
+		return exitUsage
+	case err != nil:
+		logger.Error("command failed", "command", c.clause.FullCommand(), "err", err)
+		return exitError
+	case c.status != nil:
+		return c.status()
+	}
+	return exitOK
 }

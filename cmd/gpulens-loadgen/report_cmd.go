@@ -24,7 +24,10 @@ func reportCommand(app *kingpin.Application) command {
 func renderReport(input, html string, logger *slog.Logger) error {
 	doc, err := report.Read(input)
 	if err != nil {
-		return err
+		return usageError{err}
+	}
+	if len(doc.Runs) == 0 {
+		return usageError{fmt.Errorf("report %s has no runs: nothing to render", input)}
 	}
 	if err := htmlreport.WriteFile(html, doc); err != nil {
 		return fmt.Errorf("--html: %w", err)

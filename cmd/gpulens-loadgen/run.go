@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -14,28 +14,28 @@ import (
 )
 
 func runCommand(app *kingpin.Application) command {
-	cmd := app.Command("run", "Drive load at one concurrency or rate and report latency, throughput and cost.")
+	cmd := app.Command("run", "Drive load at one concurrency or rate and report latency, throughput and cost. "+exitStatusHelp)
 	f := addLoadFlags(cmd)
 	concurrency := cmd.Flag("concurrency", "Closed loop: number of concurrent users.").Int()
 	rate := cmd.Flag("rate", "Open loop: requests per second from a seeded schedule.").Float64()
-	return command{cmd, func(ctx context.Context, logger *slog.Logger) error {
+	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
 		p := plan{command: "run", repeats: 1}
 		switch {
 		case *concurrency > 0 && *rate > 0:
-			return fmt.Errorf("set either --concurrency or --rate, not both")
+			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate > 0:
 			p.mode, p.levels = runner.Open, []float64{*rate}
 		case *concurrency > 0:
 			p.mode, p.levels = runner.Closed, []float64{float64(*concurrency)}
 		default:
-			return fmt.Errorf("set --concurrency N (closed loop) or --rate R (open loop)")
+			return usageError{fmt.Errorf("set --concurrency N (closed loop) or --rate R (open loop)")}
 		}
 		return execute(ctx, logger, f, p)
 	}}
 }
 
 func sweepCommand(app *kingpin.Application) command {
-	cmd := app.Command("sweep", "Run the same workload at several concurrency or rate levels, with repeats and an optional saturation search.")
+	cmd := app.Command("sweep", "Run the same workload at several concurrency or rate levels, with repeats and an optional saturation search. "+exitStatusHelp)
 	f := addLoadFlags(cmd)
 	concurrency := cmd.Flag("concurrency", "Closed-loop levels, e.g. 1,2,4,8,16.").String()
 	rate := cmd.Flag("rate", "Open-loop levels in requests per second, e.g. 1,2,5,10.").String()
@@ -43,15 +43,15 @@ func sweepCommand(app *kingpin.Application) command {
 	saturation := cmd.Flag("saturation", "Stop when goodput drops or the failed share passes --saturation.max-error-ratio; name the highest level meeting the SLOs.").Bool()
 	maxErr := cmd.Flag("saturation.max-error-ratio", "Saturation search: stop above this share of failed requests.").Default("0.05").Float64()
 	minGood := cmd.Flag("saturation.min-goodput-ratio", "Saturation search: a level meets the SLOs when at least this share of requests is good.").Default("0.9").Float64()
-	return command{cmd, func(ctx context.Context, logger *slog.Logger) error {
+	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
 		p := plan{command: "sweep", repeats: *repeats, saturation: *saturation, maxErrors: *maxErr, minGood: *minGood}
 		if *repeats < 1 {
-			return fmt.Errorf("--repeats must be at least 1, got %d", *repeats)
+			return usageError{fmt.Errorf("--repeats must be at least 1, got %d", *repeats)}
 		}
 		var err error
 		switch {
 		case *concurrency != "" && *rate != "":
-			return fmt.Errorf("set either --concurrency or --rate, not both")
+			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate != "":
 			p.mode = runner.Open
 			p.levels, err = parseLevels("--rate", *rate)
@@ -59,30 +59,22 @@ func sweepCommand(app *kingpin.Application) command {
 			p.mode = runner.Closed
 			p.levels, err = parseLevels("--concurrency", *concurrency)
 		default:
-			return fmt.Errorf("set --concurrency 1,2,4,… or --rate 1,2,5,…")
+			return usageError{fmt.Errorf("set --concurrency 1,2,4,… or --rate 1,2,5,…")}
 		}
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		return execute(ctx, logger, f, p)
 	}}
 }
 
 // writeRequests writes one report.Request per line (--save-requests).
-func writeRequests(path string, reqs []report.Request) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--save-requests: %w", err)
-	}
-	enc := json.NewEncoder(f)
+func writeRequests(w io.Writer, reqs []report.Request) error {
+	enc := json.NewEncoder(w)
 	for i := range reqs {
 		if err := enc.Encode(&reqs[i]); err != nil {
-			f.Close()
-			return fmt.Errorf("writing %s: %w", path, err)
+			return err
 		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }

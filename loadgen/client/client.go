@@ -44,7 +44,10 @@ type Config struct {
 	// Timeout bounds one whole request, from send to last byte.
 	Timeout time.Duration
 	// ContinuousUsage asks for usage on every chunk (vLLM's
-	// stream_options.continuous_usage_stats).
+	// stream_options.continuous_usage_stats). Per-chunk usage is trusted
+	// for per-chunk token counts only when it was asked for and actually
+	// grows (see tokensPerChunk): some servers (Ollama's /v1/completions)
+	// put a zeroed usage on every chunk.
 	ContinuousUsage bool
 	// MaxConns sizes the connection pool; at least the concurrency.
 	MaxConns int
@@ -86,8 +89,10 @@ type Result struct {
 
 	Status     int
 	ErrorClass string // one of report.Err*; empty on success
-	Err        string
-	Canceled   bool // the run was stopped while the request was in flight
+	// Err says what went wrong; the configured API key never appears in
+	// it (Config.APIKey is replaced by "[REDACTED]").
+	Err      string
+	Canceled bool // the run was stopped while the request was in flight
 
 	// KernelTimestamps: the first token's time is the kernel's receive
 	// time of its bytes (see Config.ReadTimestamps), not when the read
@@ -342,8 +347,30 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Do sends r and streams the answer. intended is when the schedule wanted
 // the request sent. Do never returns an error: failures are classified in
-// the Result. A cancelled ctx marks the result Canceled.
+// the Result. A cancelled ctx marks the result Canceled. A request that
+// fails or is cancelled mid-stream keeps what arrived (chunk times and
+// tokens) and ends when it was given up.
 func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
+	res := c.do(ctx, r, intended)
+	if res.Err != "" {
+		res.Err = c.scrub(res.Err)
+	}
+	return res
+}
+
+// redacted replaces the API key in error texts.
+const redacted = "[REDACTED]"
+
+// scrub removes the configured API key from s: servers echo it in errors
+// ("Incorrect API key provided: sk-...").
+func (c *Client) scrub(s string) string {
+	if c.cfg.APIKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.cfg.APIKey, redacted)
+}
+
+func (c *Client) do(ctx context.Context, r Request, intended time.Time) Result {
 	res := Result{Index: r.Index, Intended: intended}
 	var (
 		status int
@@ -411,14 +438,14 @@ func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
 		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
 		res.End = c.now()
 		res.ErrorClass = statusClass(status)
-		res.Err = fmt.Sprintf("HTTP %d: %s", status, errorMessage(msg))
+		res.Err = fmt.Sprintf("HTTP %d: %s", status, c.errorMessage(msg))
 		return res
 	}
 	if !isEventStream(ctype) {
 		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
 		res.End = c.now()
 		res.ErrorClass = report.ErrParse
-		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", ctype, errorMessage(msg))
+		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", ctype, c.errorMessage(msg))
 		return res
 	}
 	st := c.pool.Get().(*streamState)
@@ -453,39 +480,52 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 	st.bytes = st.bytes[:0]
 	st.cumUse = st.cumUse[:0]
 	var (
-		finished   bool
-		finalUsage *Usage
-		usage      Usage
+		finished  bool
+		lastUsage *Usage
+		usage     Usage
 	)
+	// However the stream ends, the content chunks that arrived are
+	// counted. The last usage seen is the request's total only once the
+	// answer finished: mid-stream it is at best a per-chunk one.
+	defer func() {
+		final := lastUsage
+		if !finished {
+			final = nil
+		}
+		res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, final, c.cfg.ContinuousUsage, res)
+	}()
 	for {
 		ev, err := st.rd.Next()
 		if ev.At.Before(res.Sent) && !ev.At.IsZero() {
 			ev.At = res.Sent // never before the request (clock steps)
 		}
 		if err != nil {
-			res.End = st.rd.LastRead()
-			if res.End.IsZero() {
-				res.End = c.now()
-			}
 			if err == io.EOF {
+				res.End = st.rd.LastRead()
+				if res.End.IsZero() {
+					res.End = c.now()
+				}
 				if finished {
-					break
+					return
 				}
 				res.ErrorClass, res.Err = report.ErrStreamBroken, "stream ended without [DONE] or finish_reason"
 				return
 			}
+			// Timed out, cancelled or cut: the request ends when it was
+			// given up, not with the last byte that came.
+			res.End = c.now()
 			c.fail(ctx, res, err, report.ErrStreamBroken)
 			return
 		}
 		if string(ev.Data) == "[DONE]" {
 			res.End = ev.At
-
-			break
+			finished = true
+			return
 		}
 		if string(ev.Name) == "error" {
 			res.End = ev.At
 			res.ErrorClass = report.ErrStreamBroken
-			res.Err = "error event: " + errorMessage(ev.Data)
+			res.Err = "error event: " + c.errorMessage(ev.Data)
 			return
 		}
 		p, err := parseChunk(ev.Data, &st.chunk)
@@ -508,7 +548,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 		}
 		if p.hasUsage {
 			usage = p.usage
-			finalUsage = &usage
+			lastUsage = &usage
 		}
 		if p.contentBytes > 0 {
 			if res.FirstToken.IsZero() {
@@ -528,41 +568,37 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 		}
 		res.End = ev.At
 	}
-	res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, finalUsage, res)
 }
 
-// tokensPerChunk decides how many output tokens each content chunk carried;
-// see docs/loadgen-metrics.md.
-func tokensPerChunk(bytes []int, cum []int, final *Usage, res *Result) []int32 {
+// tokensPerChunk decides how many output tokens each content chunk carried
+// and sets the result's token counts; see docs/loadgen-metrics.md. bytes
+// are the chunks' text lengths, cum the cumulative completion_tokens each
+// carried (-1: none), final the request's total usage (nil when the
+// server sent none or the stream ended before the answer finished).
+// Per-chunk usage counts only when it was asked for (trustCum) and
+// actually grows: present on every chunk, never decreasing, at least one
+// token on the first; otherwise the final usage is spread over the chunks
+// by their bytes, and without it every chunk counts one token.
+func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *Result) []int32 {
 	n := len(bytes)
 	toks := make([]int32, n)
 	if final != nil {
 		res.PromptTokens = final.PromptTokens
 	}
-	continuous := n > 1
-	for _, c := range cum {
-		if c < 0 {
-			continuous = false
-			break
-		}
-	}
-	switch {
-	case continuous:
+	if trustCum && grows(cum) {
 		prev := 0
 		for i, c := range cum {
-			d := c - prev
-			if d < 0 {
-				d = 0
-				res.UsageMismatch = true
-			}
-			toks[i] = int32(d)
-			prev = max(prev, c)
+			toks[i] = int32(c - prev)
+			prev = c
 		}
 		res.OutputTokens = prev
-		if final.CompletionTokens != prev {
+		if final != nil && final.CompletionTokens != prev {
 			res.UsageMismatch = true
 			res.OutputTokens = final.CompletionTokens
 		}
+		return toks
+	}
+	switch {
 	case final != nil && final.CompletionTokens >= n && (n > 0 || final.CompletionTokens == 0):
 		res.OutputTokens = final.CompletionTokens
 		distribute(toks, bytes, final.CompletionTokens)
@@ -580,6 +616,20 @@ func tokensPerChunk(bytes []int, cum []int, final *Usage, res *Result) []int32 {
 		}
 	}
 	return toks
+}
+
+// grows reports whether cumulative per-chunk counts can be trusted: one
+// for every chunk, never decreasing, the first at least 1.
+func grows(cum []int) bool {
+	if len(cum) == 0 || cum[0] < 1 {
+		return false
+	}
+	for i, c := range cum {
+		if c < 0 || (i > 0 && c < cum[i-1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // distribute splits total tokens over chunks in proportion to their bytes,
@@ -680,22 +730,23 @@ func apiErrorClass(e *APIError) string {
 }
 
 // errorMessage extracts the message of an OpenAI error body, or returns the
-// (truncated) body itself.
-func errorMessage(b []byte) string {
+// (truncated) body itself, with the API key scrubbed before truncation so
+// that no part of it survives a cut.
+func (c *Client) errorMessage(b []byte) string {
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(b, &e) == nil && len(e.Error) > 0 {
 		var ae APIError
 		if json.Unmarshal(e.Error, &ae) == nil && ae.Message != "" {
-			return ae.Message
+			return c.scrub(ae.Message)
 		}
 		var s string
 		if json.Unmarshal(e.Error, &s) == nil {
-			return s
+			return c.scrub(s)
 		}
 	}
-	s := strings.TrimSpace(string(b))
+	s := c.scrub(strings.TrimSpace(string(b)))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}

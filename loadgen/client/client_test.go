@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -115,6 +116,7 @@ func TestStreams(t *testing.T) {
 		estimated  bool
 		mismatch   bool
 		firstToken bool
+		continuous bool // the client asks for continuous usage
 	}{
 		{name: "vllm role chunk and usage chunk", pieces: []string{roleChunk, helloChunk, worldChunk, usageChunk, done},
 			out: 4, in: 7, chunkToks: []int32{2, 2}, firstToken: true},
@@ -128,7 +130,7 @@ func TestStreams(t *testing.T) {
 			`data: {"choices":[{"delta":{"content":"a b"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}` + "\n\n",
 			`data: {"choices":[{"delta":{"content":"c d e"}}],"usage":{"prompt_tokens":3,"completion_tokens":5}}` + "\n\n",
 			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}` + "\n\n", done},
-			out: 5, in: 3, chunkToks: []int32{2, 3}, firstToken: true},
+			out: 5, in: 3, chunkToks: []int32{2, 3}, firstToken: true, continuous: true},
 		{name: "usage disagrees with content", pieces: []string{helloChunk, worldChunk, `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}` + "\n\n", done},
 			out: 1, in: 1, chunkToks: []int32{1, 1}, mismatch: true, firstToken: true},
 		{name: "completions endpoint text", endpoint: EndpointCompletions, pieces: []string{`data: {"choices":[{"text":"x"}]}` + "\n\n", `data: {"choices":[{"text":"y","finish_reason":"length"}]}` + "\n\n", done},
@@ -163,6 +165,12 @@ func TestStreams(t *testing.T) {
 				timeout = 300 * time.Millisecond
 			}
 			c := newClient(t, srv.URL, ep, timeout)
+			if tc.continuous {
+				var err error
+				if c, err = New(Config{BaseURL: srv.URL + "/v1", Endpoint: ep, Model: "m", APIKey: "sk-test", Timeout: timeout, MaxConns: 4, ContinuousUsage: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			now := time.Now()
 			res := c.Do(context.Background(), Request{Index: 3, Prompt: "hi there", MaxTokens: 16}, now)
 			if res.ErrorClass != tc.class {
@@ -289,5 +297,102 @@ func TestDistribute(t *testing.T) {
 	distribute(toks, []int{5, 10, 5}, 8)
 	if toks[0] != 2 || toks[1] != 4 || toks[2] != 2 {
 		t.Fatalf("distribute = %v, want [2 4 2]", toks)
+	}
+}
+
+// TestAPIKeyScrubbed: a server that echoes the API key in its errors —
+// whole, JSON-escaped in an error object, in a stream, or where the
+// 200-character cut of a plain-text body falls inside it — never gets any
+// of it into the result's error text.
+func TestAPIKeyScrubbed(t *testing.T) {
+	const key = "sk-proj-7hQ2vX9mK4pL8sN3dF6gJ1aZ5cB0eR2tY"
+	long := strings.Repeat("x", 180) + " key " + key + " rejected"
+	for _, tc := range []struct {
+		name   string
+		status int
+		ctype  string
+		pieces []string
+	}{
+		{"401 error object", 401, "application/json", []string{`{"error":{"message":"Incorrect API key provided: ` + key + `. You can find your API key at ...","type":"invalid_request_error","code":"invalid_api_key"}}`}},
+		{"403 error string", 403, "application/json", []string{`{"error":"forbidden for ` + key + `"}`}},
+		{"plain body cut inside the key", 401, "text/plain", []string{long}},
+		{"error object in the stream", 200, "text/event-stream", []string{helloChunk, `data: {"error":{"message":"key ` + key + ` revoked","code":401}}` + "\n\n"}},
+		{"error event", 200, "text/event-stream", []string{"event: error\ndata: {\"error\":\"bad key " + key + "\"}\n\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := sseServer(t, tc.status, tc.ctype, 0, tc.pieces...)
+			c, err := New(Config{BaseURL: srv.URL + "/v1", Endpoint: EndpointChat, Model: "m", APIKey: key, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+			if res.OK() || res.Err == "" {
+				t.Fatalf("want a failure, got %+v", res)
+			}
+			// No 8 consecutive characters of the key survive.
+			for i := 0; i+8 <= len(key); i++ {
+				if strings.Contains(res.Err, key[i:i+8]) {
+					t.Fatalf("error text keeps %q of the key: %s", key[i:i+8], res.Err)
+				}
+			}
+			if !strings.Contains(res.Err, "[REDACTED]") {
+				t.Errorf("error text %q does not say where the key was", res.Err)
+			}
+		})
+	}
+}
+
+// TestGivenUpKeepsWhatArrived: a request that times out or is cancelled
+// after some chunks came keeps their times and tokens (one per chunk: the
+// server never said), and ends when it was given up, not at its last byte.
+func TestGivenUpKeepsWhatArrived(t *testing.T) {
+	stream := []piece{
+		{at: 10 * time.Millisecond, data: []byte(roleChunk)},
+		{at: 100 * time.Millisecond, data: []byte(helloChunk)},
+		{at: 130 * time.Millisecond, data: []byte(helloChunk)},
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // real: the scripted server never ends the stream
+		cancel  bool          // cancel once the server hangs (Ctrl-C, the end of a run)
+		class   string
+	}{
+		{name: "timeout", timeout: 50 * time.Millisecond, class: report.ErrTimeout},
+		{name: "cancelled", timeout: time.Minute, cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			clk := &fakeClock{t: start}
+			// Given up 5 s after the send on the request's clock.
+			h := &hang{at: 5 * time.Second, hung: make(chan struct{})}
+			tr := &scriptedTransport{clk: clk, start: start, pieces: stream, hang: h}
+			c, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Endpoint: EndpointChat, Model: "m", Timeout: tc.timeout, Now: clk.Now, Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				go func() {
+					<-h.hung
+					cancel()
+				}()
+			}
+			res := c.Do(ctx, Request{Prompt: "x"}, start)
+			if res.ErrorClass != tc.class || res.Canceled != tc.cancel {
+				t.Fatalf("class %q canceled %v (%s), want %q, %v", res.ErrorClass, res.Canceled, res.Err, tc.class, tc.cancel)
+			}
+			if fmt.Sprint(res.ChunkOffsets) != "[100000000 130000000]" || fmt.Sprint(res.ChunkTokens) != "[1 1]" ||
+				res.OutputTokens != 2 || !res.TokensEstimated {
+				t.Errorf("kept offsets %v tokens %v output %d estimated %v, want [100ms 130ms], [1 1], 2, true",
+					res.ChunkOffsets, res.ChunkTokens, res.OutputTokens, res.TokensEstimated)
+			}
+			if got := res.FirstToken.Sub(res.Sent); got != 100*time.Millisecond {
+				t.Errorf("first token %v after the send, want 100ms", got)
+			}
+			if got := res.End.Sub(res.Sent); got != h.at {
+				t.Errorf("end %v after the send, want %v (when it was given up), not the last byte's 130ms", got, h.at)
+			}
+		})
 	}
 }

@@ -6,17 +6,17 @@ package htmlreport
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -77,28 +77,21 @@ type runRow struct {
 	Error int
 }
 
-// WriteFile renders doc into an HTML file at path, atomically.
+// WriteFile renders doc into an HTML file at path (loadgen/outfile: a
+// regular file atomically, a device, FIFO or symlink in place). A document
+// without runs is refused: there is nothing to render.
 func WriteFile(path string, doc *report.Document) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
-	if err != nil {
-		return fmt.Errorf("writing HTML report %s: %w", path, err)
+	if len(doc.Runs) == 0 {
+		return ErrNoRuns
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := Render(tmp, doc); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing HTML report %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing HTML report %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing HTML report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := outfile.Write(path, func(w io.Writer) error { return Render(w, doc) }); err != nil {
 		return fmt.Errorf("writing HTML report %s: %w", path, err)
 	}
 	return nil
 }
+
+// ErrNoRuns: the document has no runs to render.
+var ErrNoRuns = errors.New("the report has no runs to render")
 
 // Render writes the HTML page for doc.
 func Render(w io.Writer, doc *report.Document) error {
@@ -140,6 +133,7 @@ func build(doc *report.Document) view {
 	add("Dataset", m.Dataset)
 	add("Dataset SHA-256", m.DatasetSHA256)
 	add("Seed", strconv.FormatInt(m.Seed, 10))
+	add("Prompt nonce", m.PromptNonce)
 	if m.Interrupted {
 		add("Interrupted", "yes: results cover what was measured before the stop")
 	}
@@ -211,6 +205,7 @@ func settingsRows(s report.Settings) []kv {
 	add("Warm-up (s)", f(s.WarmupSeconds))
 	add("Ramp-up (s)", f(s.RampUpSeconds))
 	add("Timeout (s)", f(s.TimeoutSeconds))
+	add("Grace period (s)", f(s.GracePeriodSeconds))
 	add("Endpoint", s.Endpoint)
 	add("Model", s.Model)
 	add("Input tokens", s.InputTokens)
@@ -220,6 +215,7 @@ func settingsRows(s report.Settings) []kv {
 	add("ignore_eos", strconv.FormatBool(s.IgnoreEOS))
 	add("Seed", strconv.FormatInt(s.Seed, 10))
 	add("Shard", s.Shard)
+	add("Prompts", s.Prompts)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))

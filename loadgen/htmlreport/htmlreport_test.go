@@ -2,7 +2,10 @@ package htmlreport
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -209,6 +212,33 @@ func TestFormat(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestWriteFileRefusesNoRuns: WriteFile writes nothing for a document
+// without runs; with runs, the prompt nonce, the prompts mode, the grace
+// period and the interrupted requests appear on the page.
+func TestWriteFileRefusesNoRuns(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "r.html")
+	if err := WriteFile(p, &report.Document{}); !errors.Is(err, ErrNoRuns) {
+		t.Fatalf("WriteFile(no runs) = %v, want ErrNoRuns", err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a page was written for no runs: %v", err)
+	}
+	doc := &report.Document{Metadata: report.Metadata{PromptNonce: "9c1f0e2d3b4a5968"}, Runs: []report.Run{{Name: "concurrency=2", Level: 2,
+		Settings: report.Settings{Prompts: report.PromptsDistinct, GracePeriodSeconds: 30},
+		Summary:  report.Summary{RequestsCompleted: 4, RequestsInterrupted: 2}}}}
+	if err := WriteFile(p, doc); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	for _, want := range []string{"<th>Prompt nonce</th><td>9c1f0e2d3b4a5968</td>", "<th>Prompts</th><td>distinct</td>",
+		"<th>Grace period (s)</th><td>30</td>", "2 in flight when interrupted"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }

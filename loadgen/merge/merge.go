@@ -91,6 +91,8 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		covered int // shards in the inputs that have this run
 	}
 	parts := map[runKey]*part{}
+	nonces := map[string][]string{} // prompt nonce → inputs that drew it
+	var nonceOrder []string
 	for _, inp := range in {
 		d := inp.Doc
 		merged := d.Metadata.Command == "merge"
@@ -105,6 +107,10 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			meta.Finished = d.Metadata.Finished
 		}
 		meta.Interrupted = meta.Interrupted || d.Metadata.Interrupted
+		if n := d.Metadata.PromptNonce; nonces[n] == nil {
+			nonceOrder = append(nonceOrder, n)
+		}
+		nonces[d.Metadata.PromptNonce] = append(nonces[d.Metadata.PromptNonce], inp.Name)
 		if meta.ServerModel == "" {
 			meta.ServerModel = d.Metadata.ServerModel
 		}
@@ -182,6 +188,17 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			p.inputs++
 			p.covered += len(cover)
 		}
+	}
+	if len(nonceOrder) > 1 {
+		// Workers that drew their own nonces: no one nonce replays the
+		// merged run; each input's does its part.
+		meta.PromptNonce = ""
+		var list []string
+		for _, n := range nonceOrder {
+			list = append(list, fmt.Sprintf("%q (%s)", n, strings.Join(nonces[n], ", ")))
+		}
+		meta.Warnings = append(meta.Warnings, "inputs sent prompts of different nonces, "+strings.Join(list, ", ")+
+			": replay each with its own metadata.prompt_nonce")
 	}
 	if len(seenShard) != count {
 		meta.Warnings = append(meta.Warnings, fmt.Sprintf(warnPrefix+"merged %d of %d shards: shards %v missing",

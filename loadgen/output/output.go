@@ -6,10 +6,10 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -109,6 +109,7 @@ func Aggregate(reps []report.Run) report.Run {
 		r := &reps[i].Summary
 		s.RequestsCompleted += r.RequestsCompleted
 		s.RequestsFailed += r.RequestsFailed
+		s.RequestsInterrupted += r.RequestsInterrupted
 		s.WarmupRequests += r.WarmupRequests
 		s.GoodRequests += r.GoodRequests
 		s.InputTokensTotal += r.InputTokensTotal
@@ -137,17 +138,10 @@ func Aggregate(reps []report.Run) report.Run {
 	return agg
 }
 
-// WriteCSVFile writes one row per run.
+// WriteCSVFile writes one row per run to path (loadgen/outfile: a regular
+// file atomically, a device, FIFO or symlink in place).
 func WriteCSVFile(path string, d *report.Document) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("writing CSV: %w", err)
-	}
-	if err := WriteCSV(f, d); err != nil {
-		f.Close()
-		return fmt.Errorf("writing CSV %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := outfile.Write(path, func(w io.Writer) error { return WriteCSV(w, d) }); err != nil {
 		return fmt.Errorf("writing CSV %s: %w", path, err)
 	}
 	return nil
@@ -201,6 +195,9 @@ func WriteTable(w io.Writer, d *report.Document) {
 		fmt.Fprintln(w, "WARNING:", wmsg)
 	}
 	for _, r := range d.Runs {
+		if n := r.Summary.RequestsInterrupted; n > 0 && !r.Aggregate {
+			fmt.Fprintf(w, "NOTE: %s: %d requests in flight when the run was interrupted are in requests_interrupted, not in ok or failed\n", r.Name, n)
+		}
 		if r.Summary.TokensEstimated {
 			fmt.Fprintf(w, "NOTE: %s: the server sent no usage; token counts are estimates (one per chunk)\n", r.Name)
 		}

@@ -150,3 +150,22 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedCounted: requests in flight at an interrupt are summed
+// across repeats and named in the table, apart from ok and failed.
+func TestInterruptedCounted(t *testing.T) {
+	reps := []report.Run{
+		{Name: "concurrency=2 repeat=1", Repeat: 1, Summary: report.Summary{RequestsCompleted: 5, RequestsInterrupted: 0}},
+		{Name: "concurrency=2 repeat=2", Repeat: 2, Summary: report.Summary{RequestsCompleted: 3, RequestsFailed: 1, RequestsInterrupted: 2}},
+	}
+	agg := Aggregate(reps)
+	if s := agg.Summary; s.RequestsInterrupted != 2 || s.RequestsFailed != 1 || s.RequestsCompleted != 8 {
+		t.Errorf("aggregate interrupted %d failed %d completed %d, want 2, 1, 8", s.RequestsInterrupted, s.RequestsFailed, s.RequestsCompleted)
+	}
+	var buf bytes.Buffer
+	WriteTable(&buf, &report.Document{Runs: append(reps, agg)})
+	want := "NOTE: concurrency=2 repeat=2: 2 requests in flight when the run was interrupted are in requests_interrupted, not in ok or failed\n"
+	if got := buf.String(); strings.Count(got, "requests_interrupted") != 1 || !strings.Contains(got, want) {
+		t.Errorf("table:\n%s\nwant once: %s", got, want)
+	}
+}

@@ -14,8 +14,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/gpulens/gpulens/loadgen/outfile"
 )
 
 // SchemaVersion is the version of the document layout written by Write.
@@ -30,10 +31,32 @@ const (
 	ErrHTTP5xx      = "http_5xx"
 	ErrStreamBroken = "stream_broken"
 	ErrParse        = "parse"
+	// ErrCancelledAtEnd: the request was still in flight when the run's
+	// duration and its grace period (Settings.GracePeriodSeconds) had
+	// passed, and was cancelled.
+	ErrCancelledAtEnd = "cancelled_at_end"
 )
 
 // ErrorClasses lists every error class in a stable order.
-var ErrorClasses = []string{ErrTimeout, ErrConnect, ErrHTTP429, ErrHTTP4xx, ErrHTTP5xx, ErrStreamBroken, ErrParse}
+var ErrorClasses = []string{ErrTimeout, ErrConnect, ErrHTTP429, ErrHTTP4xx, ErrHTTP5xx, ErrStreamBroken, ErrCancelledAtEnd, ErrParse}
+
+// ErrInterrupted is the error_class of the raw record of a request that was
+// in flight when the run was interrupted (Ctrl-C, SIGTERM). It is not a
+// failure class: such requests are counted in Summary.RequestsInterrupted,
+// neither completed nor failed.
+const ErrInterrupted = "interrupted"
+
+// Prompt modes (Settings.Prompts).
+const (
+	// PromptsDistinct: prompts differ across levels, repeats and
+	// invocations (Metadata.PromptNonce), so that no prefix cache can serve
+	// one run from another's prompts.
+	PromptsDistinct = "distinct"
+	// PromptsReuse: every level and repeat sends the same prompts, which
+	// depend only on the seed, the request index and the nonce if one was
+	// given: deliberate reuse, for cache-warm measurements.
+	PromptsReuse = "reuse"
+)
 
 // Document is one report: what was run, against what, and the results of
 // every level and repeat.
@@ -67,6 +90,12 @@ type Metadata struct {
 	Dataset       string `json:"dataset,omitempty"`
 	DatasetSHA256 string `json:"dataset_sha256,omitempty"`
 	Seed          int64  `json:"seed"`
+	// PromptNonce is the nonce that made this invocation's prompts differ
+	// from every other invocation's (settings.prompts "distinct"), or the
+	// one given to replay or reuse prompts; empty when prompts depend only on
+	// the seed and the request index. The same seed and nonce send the same
+	// prompts byte for byte.
+	PromptNonce string `json:"prompt_nonce,omitempty"`
 	// Interrupted is true when the run was stopped early (Ctrl-C); the
 	// results cover what was measured until then.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -168,6 +197,10 @@ type Request struct {
 	ChunkTokens       []int32 `json:"chunk_tokens,omitempty"`
 }
 
+// Interrupted reports whether the record is of a request that was in
+// flight when the run was interrupted (ErrInterrupted).
+func (r *Request) Interrupted() bool { return r.ErrorClass == ErrInterrupted }
+
 // Settings are every knob that shaped a run.
 type Settings struct {
 	// Mode is "closed" (fixed concurrency) or "open" (arrival schedule).
@@ -183,6 +216,10 @@ type Settings struct {
 	WarmupSeconds   float64 `json:"warmup_seconds,omitempty"`
 	RampUpSeconds   float64 `json:"ramp_up_seconds,omitempty"`
 	TimeoutSeconds  float64 `json:"timeout_seconds"`
+	// GracePeriodSeconds is how long requests still in flight at the end of
+	// DurationSeconds were given to finish before they were cancelled and
+	// counted as ErrCancelledAtEnd.
+	GracePeriodSeconds float64 `json:"grace_period_seconds,omitempty"`
 
 	Endpoint string `json:"endpoint"`
 	// Timestamps is the requested source of token times: "kernel" or
@@ -196,6 +233,9 @@ type Settings struct {
 	IgnoreEOS    bool   `json:"ignore_eos"`
 	Seed         int64  `json:"seed"`
 	Shard        string `json:"shard,omitempty"`
+	// Prompts is PromptsDistinct or PromptsReuse (empty in reports written
+	// before the choice existed, whose prompts were reused).
+	Prompts string `json:"prompts,omitempty"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`
@@ -220,10 +260,14 @@ type CostSettings struct {
 // the actual send time in closed loop); the *_from_send_seconds
 // distributions are measured from the moment the request was actually sent.
 type Summary struct {
-	RequestsCompleted int            `json:"requests_completed"`
-	RequestsFailed    int            `json:"requests_failed"`
-	WarmupRequests    int            `json:"warmup_requests"`
-	Errors            map[string]int `json:"errors"`
+	RequestsCompleted int `json:"requests_completed"`
+	RequestsFailed    int `json:"requests_failed"`
+	WarmupRequests    int `json:"warmup_requests"`
+	// RequestsInterrupted counts the measured requests that were in flight
+	// when the run was interrupted: neither completed nor failed, and in
+	// no latency distribution.
+	RequestsInterrupted int            `json:"requests_interrupted,omitempty"`
+	Errors              map[string]int `json:"errors"`
 
 	TTFT Dist `json:"ttft_seconds"`
 	ITL  Dist `json:"itl_seconds"`
@@ -324,30 +368,15 @@ func Parse(b []byte, name string) (*Document, error) {
 	return &d, nil
 }
 
-// Write writes the document as indented JSON to path, atomically (a
-// temporary file in the same folder renamed over path). NaN and infinite
-// values, which JSON cannot carry, are written as 0.
+// Write writes the document as indented JSON to path (loadgen/outfile: a
+// regular file atomically, a device, FIFO or symlink in place). NaN and
+// infinite values, which JSON cannot carry, are written as 0.
 func (d *Document) Write(path string) error {
 	b, err := d.Marshal()
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
-	if err != nil {
-		return fmt.Errorf("writing report %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing report %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing report %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := outfile.WriteBytes(path, b); err != nil {
 		return fmt.Errorf("writing report %s: %w", path, err)
 	}
 	return nil

@@ -8,7 +8,8 @@ import (
 )
 
 // Record converts a result into its raw record, times in nanoseconds after
-// start (the run's Outcome.Start).
+// start (the run's Outcome.Start). A request in flight when the run was
+// interrupted (Canceled) gets error class report.ErrInterrupted.
 func Record(r *client.Result, start time.Time) report.Request {
 	rel := func(t time.Time) int64 {
 		if t.IsZero() {
@@ -23,6 +24,9 @@ func Record(r *client.Result, start time.Time) report.Request {
 	if len(r.ChunkOffsets) > 0 {
 		rec.ChunkOffsetsNanos = r.ChunkOffsets
 	}
+	if r.Canceled {
+		rec.ErrorClass = report.ErrInterrupted
+	}
 	return rec
 }
 
@@ -36,9 +40,13 @@ func FromRecord(rec *report.Request, start time.Time) client.Result {
 		}
 		return start.Add(time.Duration(ns))
 	}
-	return client.Result{Index: rec.Index, Intended: start.Add(time.Duration(rec.IntendedNanos)), Sent: start.Add(time.Duration(rec.SentNanos)),
+	r := client.Result{Index: rec.Index, Intended: start.Add(time.Duration(rec.IntendedNanos)), Sent: start.Add(time.Duration(rec.SentNanos)),
 		FirstByte: abs(rec.FirstByteNanos), FirstToken: abs(rec.FirstTokenNanos), End: start.Add(time.Duration(rec.EndNanos)),
 		Status: rec.Status, ErrorClass: rec.ErrorClass, Err: rec.Error, Model: rec.Model, PromptTokens: rec.PromptTokens,
 		OutputTokens: rec.OutputTokens, TokensEstimated: rec.TokensEstimated, UsageMismatch: rec.UsageMismatch,
 		KernelTimestamps: rec.KernelTimestamps, ChunkOffsets: rec.ChunkOffsetsNanos, ChunkTokens: rec.ChunkTokens}
+	if rec.Interrupted() {
+		r.ErrorClass, r.Canceled = "", true
+	}
+	return r
 }

@@ -11,8 +11,12 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 )
+
+// DefaultGracePeriod is Config.GracePeriod when it is zero.
+const DefaultGracePeriod = 30 * time.Second
 
 // Modes.
 const (
@@ -49,6 +53,13 @@ type Config struct {
 	// (whichever is set; both: whichever comes first).
 	Duration time.Duration
 	Requests int
+	// GracePeriod bounds a run with a Duration: requests still in flight
+	// when the Duration ends get this long to finish, then they are
+	// cancelled and counted as failed with error class
+	// report.ErrCancelledAtEnd (with what they had received). Zero means
+	// DefaultGracePeriod. A run with Requests only waits for its requests
+	// (each bounded by the client's timeout).
+	GracePeriod time.Duration
 	// Warmup requests (sent during the first Warmup) are excluded.
 	Warmup time.Duration
 	// RampUp: closed loop starts users evenly over this time; open loop
@@ -81,6 +92,9 @@ func (c *Config) Validate() error {
 	if c.Duration < 0 || c.Requests < 0 || c.Warmup < 0 || c.RampUp < 0 {
 		return fmt.Errorf("--duration, --requests, --warmup and --ramp-up must not be negative")
 	}
+	if c.GracePeriod < 0 {
+		return fmt.Errorf("grace period must not be negative, got %v", c.GracePeriod)
+	}
 	if c.Shard.Count == 0 {
 		c.Shard = schedule.Shard{Index: 0, Count: 1}
 	}
@@ -89,13 +103,22 @@ func (c *Config) Validate() error {
 
 // Outcome is what a run measured.
 type Outcome struct {
-	Results []client.Result // measured (non-warmup, not cancelled), in index order of completion
-	Warmup  int
+	// Results are the measured (non-warmup) requests that completed or
+	// failed, in order of completion; those cancelled at the end of the
+	// grace period are failures (report.ErrCancelledAtEnd).
+	Results []client.Result
+	// InFlight are the measured requests that were in flight when ctx was
+	// cancelled (the run was interrupted), as far as they got: Canceled
+	// set, not in Results. Summarize counts them as interrupted.
+	InFlight []client.Result
+	Warmup   int
 	// Start is when the run started; MeasureStart = Start + Warmup.
 	Start, MeasureStart, End time.Time
 	Interrupted              bool
 	MaxInFlight              int
-	Canceled                 int
+	// Canceled counts the requests, warmup included, that were in flight
+	// when the run was interrupted.
+	Canceled int
 }
 
 type collector struct {
@@ -104,6 +127,11 @@ type collector struct {
 	inFlight atomic.Int64
 	maxIn    atomic.Int64
 	obs      Observer
+	// parent is the run's context; ended is set just before the requests'
+	// context is cancelled at the end of the grace period.
+	parent context.Context
+	ended  atomic.Bool
+	grace  time.Duration
 }
 
 func (c *collector) begin() {
@@ -121,6 +149,12 @@ func (c *collector) begin() {
 
 func (c *collector) finish(r client.Result, warmup bool) {
 	c.inFlight.Add(-1)
+	if r.Canceled && c.ended.Load() && c.parent.Err() == nil {
+		// Cancelled by the run itself, not by its caller: a failure.
+		r.Canceled = false
+		r.ErrorClass = report.ErrCancelledAtEnd
+		r.Err = fmt.Sprintf("still in flight %v after the end of the run's duration: cancelled", c.grace)
+	}
 	if c.obs != nil {
 		c.obs.Finished(&r, warmup)
 	}
@@ -129,6 +163,9 @@ func (c *collector) finish(r client.Result, warmup bool) {
 	switch {
 	case r.Canceled:
 		c.out.Canceled++
+		if !warmup {
+			c.out.InFlight = append(c.out.InFlight, r)
+		}
 	case warmup:
 		c.out.Warmup++
 	default:
@@ -136,9 +173,11 @@ func (c *collector) finish(r client.Result, warmup bool) {
 	}
 }
 
-// Run executes the run. Cancelling ctx stops it early: requests in flight
-// are cancelled and dropped, everything finished is returned with
-// Interrupted set.
+// Run executes the run. With a Duration, requests still in flight at its
+// end get the GracePeriod, then are cancelled and counted as failed.
+// Cancelling ctx stops the run early: requests in flight are cancelled and
+// returned in InFlight, everything finished in Results, with Interrupted
+// set.
 func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observer) (*Outcome, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -147,15 +186,31 @@ func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observe
 	if now == nil {
 		now = time.Now
 	}
+	grace := cfg.GracePeriod
+	if grace == 0 {
+		grace = DefaultGracePeriod
+	}
 	out := &Outcome{}
-	col := &collector{out: out, obs: obs}
+	// Requests run under their own context, which the end of the grace
+	// period cancels.
+	reqCtx, cancelReqs := context.WithCancel(ctx)
+	defer cancelReqs()
+	col := &collector{out: out, obs: obs, parent: ctx, grace: grace}
 	start := now()
 	out.Start = start
 	out.MeasureStart = start.Add(cfg.Warmup)
+	if cfg.Duration > 0 {
+		end := start.Add(cfg.Warmup + cfg.Duration + grace)
+		t := time.AfterFunc(end.Sub(now()), func() {
+			col.ended.Store(true)
+			cancelReqs()
+		})
+		defer t.Stop()
+	}
 	if cfg.Mode == Closed {
-		runClosed(ctx, cfg, doer, reqs, col, now, start)
+		runClosed(ctx, reqCtx, cfg, doer, reqs, col, now, start)
 	} else {
-		runOpen(ctx, cfg, doer, reqs, col, now, start)
+		runOpen(ctx, reqCtx, cfg, doer, reqs, col, now, start)
 	}
 	out.End = now()
 	out.Interrupted = ctx.Err() != nil
@@ -163,7 +218,9 @@ func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observe
 	return out, nil
 }
 
-func runClosed(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
+// runClosed and runOpen schedule under ctx and send under reqCtx (ctx, or
+// cancelled at the end of the grace period).
+func runClosed(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
 	var (
 		next     atomic.Int64 // next request index
 		measured atomic.Int64 // measured requests started
@@ -199,7 +256,7 @@ func runClosed(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *
 					return
 				}
 				col.begin()
-				res := doer.Do(ctx, reqs.Request(k), t)
+				res := doer.Do(reqCtx, reqs.Request(k), t)
 				col.finish(res, warm)
 			}
 		}()
@@ -213,7 +270,7 @@ type job struct {
 	warm     bool
 }
 
-func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
+func runOpen(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requester, col *collector, now func() time.Time, start time.Time) {
 	sc := cfg.Schedule
 	sc.RampUp = max(sc.RampUp, cfg.RampUp)
 	var offsets []time.Duration
@@ -250,7 +307,7 @@ func runOpen(ctx context.Context, cfg Config, doer Doer, reqs Requester, col *co
 	var wg sync.WaitGroup
 	do := func(j job) {
 		col.begin()
-		res := doer.Do(ctx, reqs.Request(j.k), j.intended)
+		res := doer.Do(reqCtx, reqs.Request(j.k), j.intended)
 		col.finish(res, j.warm)
 	}
 	for w := 0; w < workers; w++ {

@@ -19,7 +19,9 @@ type SummaryConfig struct {
 }
 
 // Summarize computes the report summary of measured results. The formulas
-// are documented in docs/loadgen-metrics.md.
+// are documented in docs/loadgen-metrics.md. Results of requests that were
+// in flight when the run was interrupted (Canceled: Outcome.InFlight) are
+// counted in RequestsInterrupted and nowhere else.
 func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 	s := report.Summary{Errors: map[string]int{}}
 	var (
@@ -29,8 +31,14 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 		busy                                                              time.Duration
 	)
 	secs := func(d time.Duration) float64 { return d.Seconds() }
+	n := 0 // completed or failed
 	for i := range results {
 		r := &results[i]
+		if r.Canceled {
+			s.RequestsInterrupted++
+			continue
+		}
+		n++
 		if firstSent.IsZero() || r.Sent.Before(firstSent) {
 			firstSent = r.Sent
 		}
@@ -125,7 +133,6 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 	if n := s.RequestsCompleted + s.RequestsFailed; n > 0 {
 		s.GoodputRatio = float64(s.GoodRequests) / float64(n)
 	}
-	n := len(results)
 	if n > 1 && lastSent.After(firstSent) {
 		s.AchievedRatePerSecond = float64(n-1) / secs(lastSent.Sub(firstSent))
 	} else if d := s.DurationSeconds; d > 0 {

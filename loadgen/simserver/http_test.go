@@ -505,6 +505,17 @@ func TestRequestErrors(t *testing.T) {
 		{"no prompt", "/v1/completions", `{"model":"gpulens-sim"}`, 400, `prompt: required`},
 		{"zero max_tokens", "/v1/completions", `{"model":"gpulens-sim","prompt":"x","max_tokens":0}`, 400, `max_tokens must be at least 1, got 0`},
 		{"context too long", "/v1/completions", `{"model":"gpulens-sim","prompt":"x","max_tokens":100,"ignore_eos":true}`, 400, `maximum context length is 100 tokens. However, you requested 101 tokens (1 in the messages, 100 in the completion)`},
+		// A prompt is a string, strings, token ids or arrays of token ids;
+		// anything else is refused with an OpenAI-style error.
+		{"object prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":{"text":"x"},"max_tokens":2}`, 400, `{"error":{"message":"prompt: must be a string, an array of strings, an array of token ids or an array of arrays of token ids","type":"invalid_request_error","param":null,"code":null}}`},
+		{"number prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":42,"max_tokens":2}`, 400, `prompt: must be a string`},
+		{"boolean prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":true,"max_tokens":2}`, 400, `prompt: must be a string`},
+		{"null prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":null,"max_tokens":2}`, 400, `prompt: required`},
+		{"mixed array prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":["x",{"y":1}],"max_tokens":2}`, 400, `prompt: must be a string`},
+		{"object content", "/v1/chat/completions", `{"model":"gpulens-sim","messages":[{"role":"user","content":{"text":"x"}}],"max_tokens":2}`, 400, `messages: content: must be a string or an array of content parts`},
+		{"strings prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":["a b","c"],"max_tokens":2}`, 200, `"prompt_tokens":3`},
+		{"token ids prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":[1,2,3,4],"max_tokens":2}`, 200, `"prompt_tokens":4`},
+		{"token id arrays prompt", "/v1/completions", `{"model":"gpulens-sim","prompt":[[1,2],[3]],"max_tokens":2}`, 200, `"prompt_tokens":3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := post(t, url+tc.path, tc.body)

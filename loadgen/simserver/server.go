@@ -221,11 +221,19 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 				writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("messages: %v", err))
 				return
 			}
+			if err := validateContent(msg.Content); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: "+err.Error())
+				return
+			}
 			prompt += countPromptTokens(msg.Content)
 		}
 	} else {
-		if len(req.Prompt) == 0 {
+		if len(req.Prompt) == 0 || string(req.Prompt) == "null" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt: required")
+			return
+		}
+		if err := validatePrompt(req.Prompt); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
 			return
 		}
 		prompt = countPromptTokens(req.Prompt)
@@ -496,6 +504,41 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// validatePrompt accepts what the OpenAI completions API takes as a prompt:
+// a string, an array of strings, an array of token ids or an array of
+// arrays of token ids.
+func validatePrompt(raw json.RawMessage) error {
+	const want = "prompt: must be a string, an array of strings, an array of token ids or an array of arrays of token ids"
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		return nil
+	}
+	var ids []uint32
+	if json.Unmarshal(raw, &ids) == nil {
+		return nil
+	}
+	var idss [][]uint32
+	if json.Unmarshal(raw, &idss) == nil {
+		return nil
+	}
+	return errors.New(want)
+}
+
+// validateContent accepts a chat message's content: a string, an array
+// of content parts or strings, or null (an assistant message with tool
+// calls).
+func validateContent(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] == '"' || raw[0] == '[' || string(raw) == "null" {
+		return nil
+	}
+	return errors.New("content: must be a string or an array of content parts")
 }
 
 // countPromptTokens counts whitespace-separated words in a message content

@@ -1,7 +1,10 @@
 // Package workload generates the prompts of a run: synthetic prompts with
-// seeded token-length distributions, or prompts from a dataset file. Request
-// i depends only on the seed and i, so every shard and every repeat sees the
-// same requests in the same order.
+// seeded token-length distributions, or prompts from a dataset file. The
+// seed and i fix request i's lengths and words, so every shard sees the
+// same requests in the same order; a nonce and a variant (Config.Nonce,
+// WithVariant) lead every prompt with a tag of their own, so that runs
+// with different ones send prompts no prefix cache can share, while the
+// lengths and the rest of the text stay those of the seed.
 package workload
 
 import (
@@ -11,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -213,12 +217,38 @@ type Config struct {
 	MaxTokens    int // caps output; 0 = no cap beyond the distribution
 	IgnoreEOS    bool
 	PromptPrefix string
+	// Nonce and Variant, when either is set, lead every prompt with a tag
+	// derived from both (see Request): prompts of different nonces or
+	// variants share no prefix. A run draws a nonce per invocation and
+	// uses its level and repeat as the variant; the same seed, nonce and
+	// variant give the same prompts byte for byte. Both empty: prompts
+	// depend only on the seed and the request index.
+	Nonce   string
+	Variant string
+}
+
+// maxNonce is the longest nonce accepted.
+const maxNonce = 64
+
+// ValidateNonce checks a nonce: 1 to 64 letters, digits, '-' or '_' (it
+// becomes part of the first word of every prompt).
+func ValidateNonce(n string) error {
+	if n == "" || len(n) > maxNonce {
+		return fmt.Errorf("prompt nonce %q: want 1 to %d letters, digits, '-' or '_'", n, maxNonce)
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("prompt nonce %q: %q is not a letter, digit, '-' or '_'", n, c)
+		}
+	}
+	return nil
 }
 
 // Workload hands out requests by index.
 type Workload struct {
 	cfg  Config
 	perm []int
+	tag  string // leads every prompt; empty without nonce and variant
 }
 
 // New returns a workload.
@@ -228,13 +258,38 @@ func New(cfg Config) *Workload {
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9e3779b97f4a7c15))
 		w.perm = rng.Perm(len(cfg.Dataset.Entries))
 	}
+	w.tag = tag(cfg.Nonce, cfg.Variant)
 	return w
+}
+
+// WithVariant returns the workload with Config.Variant set to v: the same
+// lengths and words, a different tag.
+func (w *Workload) WithVariant(v string) *Workload {
+	c := *w
+	c.cfg.Variant = v
+	c.tag = tag(c.cfg.Nonce, v)
+	return &c
+}
+
+// tag is 10 lowercase hex digits of a hash of nonce and variant, or "" when
+// both are empty.
+func tag(nonce, variant string) string {
+	if nonce == "" && variant == "" {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write([]byte(nonce))
+	h.Write([]byte{0})
+	h.Write([]byte(variant))
+	return fmt.Sprintf("%010x", h.Sum64()>>24)
 }
 
 var vocabulary = strings.Fields(`the of and to in is was for on that with as by at from it an be this are or which has have had not but were their one all its also more first two new other time can they some after into only most over may such these when many about would there than three than years used between could known where well city part while during world made both under each since including people later same through long life however several game became being
 system number during state found group music based area series second high called team century season university school film history government national small large work family american album end population water early public river back north south following`)
 
-// Request returns request i.
+// Request returns request i. A synthetic prompt is the request index (led
+// by the tag: "TAG-i") then words drawn with the seed and i, one word per
+// estimated token; a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string
@@ -242,6 +297,9 @@ func (w *Workload) Request(i int) client.Request {
 	if d := w.cfg.Dataset; d != nil {
 		e := d.Entries[w.perm[i%len(w.perm)]]
 		prompt = e.Prompt
+		if w.tag != "" {
+			prompt = w.tag + "-" + strconv.Itoa(i) + " " + prompt
+		}
 		in = len(strings.Fields(prompt))
 		out = e.OutputTokens
 		if out == 0 {
@@ -253,7 +311,12 @@ func (w *Workload) Request(i int) client.Request {
 		var sb strings.Builder
 		sb.Grow(in * 8)
 		sb.WriteString(w.cfg.PromptPrefix)
-		// A unique leading number defeats prefix caching across requests.
+		// A unique leading number defeats prefix caching across requests,
+		// the tag across runs.
+		if w.tag != "" {
+			sb.WriteString(w.tag)
+			sb.WriteByte('-')
+		}
 		sb.WriteString(strconv.Itoa(i))
 		for k := 1; k < in; k++ {
 			sb.WriteByte(' ')

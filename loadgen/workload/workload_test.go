@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,87 @@ func TestDatasets(t *testing.T) {
 	os.WriteFile(bad, []byte("{\"prompt\":\"ok\"}\n{\"nope\":1}\n"), 0o600)
 	if _, err := LoadDataset(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("bad dataset err = %v", err)
+	}
+}
+
+// TestPromptsDistinctAcrossRuns: a nonce and a variant change only the
+// first word of every prompt (so no prefix cache can serve one run from
+// another's prompts); the seed still fixes lengths and the other words;
+// the same seed, nonce and variant replay the prompts byte for byte.
+func TestPromptsDistinctAcrossRuns(t *testing.T) {
+	in, _ := ParseLength("in", "uniform:4,40")
+	out, _ := ParseLength("out", "uniform:10,100")
+	base := Config{Seed: 9, Input: in, Output: out}
+	run := func(nonce, variant string) *Workload {
+		c := base
+		c.Nonce = nonce
+		return New(c).WithVariant(variant)
+	}
+	plain := New(base)
+	runs := []*Workload{
+		run("0123456789abcdef", "concurrency=4 repeat=1"),
+		run("0123456789abcdef", "concurrency=4 repeat=2"),
+		run("0123456789abcdef", "concurrency=8 repeat=1"),
+		run("fedcba9876543210", "concurrency=4 repeat=1"),
+		run("0123456789abcdef", ""),
+	}
+	for i := 0; i < 50; i++ {
+		want := plain.Request(i)
+		first := map[string]int{strings.Fields(want.Prompt)[0]: -1}
+		for k, w := range runs {
+			r := w.Request(i)
+			if r.InputTokens != want.InputTokens || r.MaxTokens != want.MaxTokens || r.Index != i {
+				t.Fatalf("run %d request %d: lengths %d/%d, want the seed's %d/%d", k, i, r.InputTokens, r.MaxTokens, want.InputTokens, want.MaxTokens)
+			}
+			words, wantWords := strings.Fields(r.Prompt), strings.Fields(want.Prompt)
+			if len(words) != r.InputTokens || !reflect.DeepEqual(words[1:], wantWords[1:]) {
+				t.Fatalf("run %d request %d: %q, want %d words ending like %q", k, i, r.Prompt, r.InputTokens, want.Prompt)
+			}
+			if !strings.HasSuffix(words[0], "-"+strconv.Itoa(i)) {
+				t.Fatalf("run %d request %d: first word %q does not end in the index", k, i, words[0])
+			}
+			if prev, dup := first[words[0]]; dup {
+				t.Fatalf("request %d: runs %d and %d share the first word %q", i, prev, k, words[0])
+			}
+			first[words[0]] = k
+			if again := run(w.cfg.Nonce, w.cfg.Variant).Request(i); !reflect.DeepEqual(again, r) {
+				t.Fatalf("run %d request %d: replay gave %q, want %q", k, i, again.Prompt, r.Prompt)
+			}
+		}
+	}
+	// Replays across versions: the tag's derivation is part of the
+	// contract of metadata.prompt_nonce.
+	fixed, _ := ParseLength("in", "fixed:6")
+	w := New(Config{Seed: 9, Input: fixed, Output: out, Nonce: "0123456789abcdef"}).WithVariant("concurrency=4 repeat=2")
+	if got := w.Request(5).Prompt; got != "4b89fd7259-5 used it into where known" {
+		t.Errorf("prompt = %q, want the one this seed, nonce and variant always gave", got)
+	}
+}
+
+func TestDatasetPromptsTagged(t *testing.T) {
+	d := &Dataset{Name: "d", Entries: []Entry{{Prompt: "hi there", OutputTokens: 3}}}
+	out, _ := ParseLength("out", "fixed:4")
+	plain := New(Config{Seed: 1, Dataset: d, Output: out}).Request(3)
+	tagged := New(Config{Seed: 1, Dataset: d, Output: out, Nonce: "n1"}).WithVariant("rate=2 repeat=1").Request(3)
+	if plain.Prompt != "hi there" || plain.InputTokens != 2 {
+		t.Fatalf("untagged dataset prompt = %+v, want the file's text", plain)
+	}
+	head, rest, _ := strings.Cut(tagged.Prompt, " ")
+	if rest != "hi there" || !strings.HasSuffix(head, "-3") || len(head) != len("0123456789-3") || tagged.InputTokens != 3 || tagged.MaxTokens != 3 {
+		t.Fatalf("tagged dataset prompt = %+v, want TAG-3 then the file's text", tagged)
+	}
+}
+
+func TestValidateNonce(t *testing.T) {
+	for _, tc := range []struct {
+		nonce string
+		ok    bool
+	}{
+		{"0123456789abcdef", true}, {"run-7_B", true}, {strings.Repeat("a", 64), true},
+		{"", false}, {strings.Repeat("a", 65), false}, {"has space", false}, {"tab\t", false}, {"é", false}, {"a/b", false},
+	} {
+		if err := ValidateNonce(tc.nonce); (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "prompt nonce")) {
+			t.Errorf("ValidateNonce(%q) = %v, want ok %v", tc.nonce, err, tc.ok)
+		}
 	}
 }

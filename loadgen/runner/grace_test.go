@@ -1,0 +1,153 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/workload"
+)
+
+// hangingServer sends the first content chunk of every answer, then hangs
+// until the client goes; arrived receives once per request.
+func hangingServer(t *testing.T) (*client.Client, *workload.Workload, <-chan struct{}) {
+	t.Helper()
+	arrived := make(chan struct{}, 1024)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"delta":{"content":"tok"}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	// The request timeout is far beyond the test: only the grace period
+	// or a cancel can end these requests.
+	cl, err := client.New(client.Config{BaseURL: srv.URL + "/v1", Endpoint: "chat", Model: "m", Timeout: time.Hour, MaxConns: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := workload.ParseLength("in", "fixed:8")
+	out, _ := workload.ParseLength("out", "fixed:16")
+	return cl, workload.New(workload.Config{Seed: 3, Input: in, Output: out}), arrived
+}
+
+// TestGracePeriodBoundsDuration: against a server that never finishes, a
+// run with a duration still ends, duration + grace period after its start,
+// and every request it sent is counted as failed (cancelled_at_end),
+// never dropped.
+func TestGracePeriodBoundsDuration(t *testing.T) {
+	const (
+		duration = 60 * time.Millisecond
+		grace    = 90 * time.Millisecond
+	)
+	sc := schedule.Config{Rate: 100, Arrival: schedule.Constant}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int // requests sent
+	}{
+		// Each user sends one request, which hangs past the duration.
+		{"closed loop", Config{Mode: Closed, Concurrency: 3}, 3},
+		// Every scheduled request is sent and hangs.
+		{"open loop", Config{Mode: Open, Schedule: sc}, len(schedule.Generate(sc, 0, duration))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, wl, _ := hangingServer(t)
+			cfg := tc.cfg
+			cfg.Duration, cfg.GracePeriod = duration, grace
+			out, err := Run(context.Background(), cfg, cl, wl, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.End.Sub(out.Start); got < duration+grace {
+				t.Errorf("run ended %v after its start, before duration + grace %v", got, duration+grace)
+			}
+			if len(out.Results) != tc.want || len(out.InFlight) != 0 || out.Canceled != 0 || out.Interrupted {
+				t.Fatalf("%d results, %d in flight, %d cancelled, interrupted %v; want %d results", len(out.Results), len(out.InFlight),
+					out.Canceled, out.Interrupted, tc.want)
+			}
+			for _, r := range out.Results {
+				if r.ErrorClass != report.ErrCancelledAtEnd || r.Canceled {
+					t.Fatalf("request %d: class %q canceled %v (%s), want %s", r.Index, r.ErrorClass, r.Canceled, r.Err, report.ErrCancelledAtEnd)
+				}
+				// Given up at the end of the grace period, not at its last byte.
+				if r.End.Before(out.Start.Add(duration + grace)) {
+					t.Errorf("request %d ended %v after the start, before the end of the grace period", r.Index, r.End.Sub(out.Start))
+				}
+			}
+			s := Summarize(out.Results, SummaryConfig{MeasureStart: out.MeasureStart})
+			if s.RequestsFailed != tc.want || s.RequestsCompleted != 0 || s.Errors[report.ErrCancelledAtEnd] != tc.want {
+				t.Errorf("summary failed %d completed %d errors %v, want %d cancelled_at_end", s.RequestsFailed, s.RequestsCompleted, s.Errors, tc.want)
+			}
+		})
+	}
+}
+
+// TestInterruptKeepsInFlight: Ctrl-C while requests hang returns them in
+// InFlight (not dropped, not failures); Summarize counts them as
+// interrupted and their records say so, round trip included.
+func TestInterruptKeepsInFlight(t *testing.T) {
+	const users = 3
+	cl, wl, arrived := hangingServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for i := 0; i < users; i++ {
+			<-arrived
+		}
+		cancel() // every user's request is hanging
+	}()
+	out, err := Run(ctx, Config{Mode: Closed, Concurrency: users, Duration: time.Hour}, cl, wl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Interrupted || len(out.Results) != 0 || len(out.InFlight) != users || out.Canceled != users {
+		t.Fatalf("interrupted %v, %d results, %d in flight, %d cancelled; want %d in flight", out.Interrupted, len(out.Results),
+			len(out.InFlight), out.Canceled, users)
+	}
+	s := Summarize(append(out.Results, out.InFlight...), SummaryConfig{MeasureStart: out.MeasureStart})
+	if s.RequestsInterrupted != users || s.RequestsFailed != 0 || s.RequestsCompleted != 0 || len(s.Errors) != 0 {
+		t.Errorf("summary interrupted %d failed %d completed %d errors %v, want %d interrupted only", s.RequestsInterrupted,
+			s.RequestsFailed, s.RequestsCompleted, s.Errors, users)
+	}
+	for i := range out.InFlight {
+		r := &out.InFlight[i]
+		rec := Record(r, out.Start)
+		if rec.ErrorClass != report.ErrInterrupted || !rec.Interrupted() {
+			t.Errorf("record error_class %q, want %q", rec.ErrorClass, report.ErrInterrupted)
+		}
+		if back := FromRecord(&rec, out.Start); !back.Canceled || back.ErrorClass != "" {
+			t.Errorf("record read back: canceled %v class %q, want an interrupted result", back.Canceled, back.ErrorClass)
+		}
+	}
+}
+
+// TestRecordRoundTrip: every field of a result survives Record and
+// FromRecord (times to the nanosecond), for completed, failed, cancelled
+// at the end and interrupted requests.
+func TestRecordRoundTrip(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ns int64) time.Time { return start.Add(time.Duration(ns)) }
+	for _, r := range []client.Result{
+		{Index: 7, Intended: at(10), Sent: at(12), FirstByte: at(40), FirstToken: at(50), End: at(90), Status: 200, Model: "m",
+			PromptTokens: 9, OutputTokens: 3, UsageMismatch: true, KernelTimestamps: true, ChunkOffsets: []int64{38, 60}, ChunkTokens: []int32{1, 2}},
+		{Index: 8, Intended: at(10), Sent: at(11), FirstByte: at(20), End: at(21), Status: 503, ErrorClass: report.ErrHTTP5xx, Err: "HTTP 503: busy", PromptTokens: 4},
+		{Index: 9, Intended: at(10), Sent: at(11), FirstByte: at(20), FirstToken: at(30), End: at(900), Status: 200, ErrorClass: report.ErrCancelledAtEnd,
+			Err: "still in flight", PromptTokens: 4, OutputTokens: 1, TokensEstimated: true, ChunkOffsets: []int64{19}, ChunkTokens: []int32{1}},
+		{Index: 10, Intended: at(10), Sent: at(11), End: at(500), Canceled: true, Err: "context canceled", PromptTokens: 4},
+	} {
+		rec := Record(&r, start)
+		if got := FromRecord(&rec, start); !reflect.DeepEqual(got, r) {
+			t.Errorf("round trip of request %d:\n got %+v\nwant %+v", r.Index, got, r)
+		}
+	}
+}
