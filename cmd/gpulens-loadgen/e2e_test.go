@@ -78,8 +78,8 @@ func TestShardsAgainstSimMergeAndReport(t *testing.T) {
 			if rec.Index%shards != i {
 				t.Errorf("shard %d ran request %d", i, rec.Index)
 			}
-			for j, off := range rec.ChunkOffsetsNanos {
-				if off != rec.ChunkOffsetsNanos[0] {
+			for j, off := range rec.ChunkOffsets {
+				if off != rec.ChunkOffsets[0] {
 					wantITL += int(rec.ChunkTokens[j])
 				}
 			}

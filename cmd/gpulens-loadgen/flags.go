@@ -13,9 +13,11 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -184,71 +186,55 @@ func (f *loadFlags) apiKey() (string, error) {
 	return os.Getenv("OPENAI_API_KEY"), nil
 }
 
-// setup is everything derived from the flags.
-type setup struct {
-	work    *workload.Workload
-	nonce   string // prompt nonce: given, drawn (distinct prompts) or none
-	dataset *workload.Dataset
-	slo     report.SLO
-	prices  cost.Prices
-	shard   schedule.Shard
-	client  client.Config
-	in, out workload.Length
-}
-
-func (f *loadFlags) build(maxConns int) (*setup, error) {
-	s := &setup{}
-	var err error
-	if s.slo, err = parseSLO(f.slo); err != nil {
-		return nil, err
+// options are the campaign's options from the flags; the errors are the
+// flags' (the campaign checks the rest).
+func (f *loadFlags) options() (campaign.Options, error) {
+	o := campaign.Options{Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
+		KeepRecords: f.saveRequests != "", Prices: cost.Prices{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
+	var (
+		shard   schedule.Shard // zero: not sharded
+		in, out workload.Length
+		dataset *workload.Dataset
+		err     error
+	)
+	if o.SLO, err = parseSLO(f.slo); err != nil {
+		return o, err
 	}
-	s.prices = cost.Prices{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}
-	if err := s.prices.Validate(); err != nil {
-		return nil, err
+	if f.shard != "" {
+		if shard, err = schedule.ParseShard(f.shard); err != nil {
+			return o, err
+		}
 	}
-	if s.shard, err = schedule.ParseShard(f.shard); err != nil {
-		return nil, err
+	if in, err = workload.ParseLength("--input-tokens", f.inputTokens); err != nil {
+		return o, err
 	}
-	if s.in, err = workload.ParseLength("--input-tokens", f.inputTokens); err != nil {
-		return nil, err
-	}
-	if s.out, err = workload.ParseLength("--output-tokens", f.outputTokens); err != nil {
-		return nil, err
+	if out, err = workload.ParseLength("--output-tokens", f.outputTokens); err != nil {
+		return o, err
 	}
 	if f.dataset != "" {
-		if s.dataset, err = workload.LoadDataset(f.dataset); err != nil {
-			return nil, err
+		if dataset, err = workload.LoadDataset(f.dataset); err != nil {
+			return o, err
 		}
 	}
 	if f.linger < 0 {
-		return nil, fmt.Errorf("--linger must not be negative, got %v", f.linger)
-	}
-	if f.maxTokens < 0 {
-		return nil, fmt.Errorf("--max-tokens must not be negative, got %d", f.maxTokens)
+		return o, fmt.Errorf("--linger must not be negative, got %v", f.linger)
 	}
 	if f.gracePeriod <= 0 {
-		return nil, fmt.Errorf("--grace-period must be positive, got %v", f.gracePeriod)
+		return o, fmt.Errorf("--grace-period must be positive, got %v", f.gracePeriod)
 	}
-	s.nonce = f.promptNonce
-	switch {
-	case s.nonce != "":
-		if err := workload.ValidateNonce(s.nonce); err != nil {
-			return nil, fmt.Errorf("--prompt-nonce: %w", err)
-		}
-	case f.prompts == report.PromptsDistinct:
-		s.nonce = newRunID()
-	}
-	s.work = workload.New(workload.Config{Seed: f.seed, Input: s.in, Output: s.out, Dataset: s.dataset, MaxTokens: f.maxTokens,
-		IgnoreEOS: f.ignoreEOS, Nonce: s.nonce})
 	key, err := f.apiKey()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
 	tlsCfg, err := f.tlsConfig()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	s.client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
-		ContinuousUsage: f.continuousUsage, MaxConns: maxConns, ReadTimestamps: f.timestamps == "read", TLS: tlsCfg}
-	return s, nil
+	o.Client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
+		ContinuousUsage: f.continuousUsage, ReadTimestamps: f.timestamps == "read", TLS: tlsCfg}
+	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, MaxTokens: f.maxTokens,
+		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
+	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
+		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
+	return o, nil
 }

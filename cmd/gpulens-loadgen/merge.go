@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"slices"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/loadgen/merge"
-	"github.com/gpulens/gpulens/loadgen/output"
-	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // mergeCommand is `gpulens-loadgen merge OUT.json IN1.json IN2.json …`.
@@ -37,28 +34,16 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 	if slices.Contains(inputs, out) {
 		return fmt.Errorf("merge: output %s is also an input", out)
 	}
-	if len(inputs) < 1 {
-		return fmt.Errorf("merge: no input reports")
-	}
-	var in []merge.Input
-	for _, path := range inputs {
-		d, err := report.Read(path)
-		if err != nil {
-			return err
-		}
-		in = append(in, merge.Input{Name: path, Doc: d})
-	}
-	doc, err := merge.Merge(in, opt)
+	doc, err := merge.Files(inputs, opt)
 	if err != nil {
-		return err
+		return flagged(loadFlagNames, err)
 	}
-	doc.Metadata.RunID = newRunID()
-	doc.Metadata.Version, doc.Metadata.Revision, doc.Metadata.GoVersion = version.Version, version.Revision, runtime.Version()
+	doc.Metadata.Stamp()
 	if err := doc.Write(out); err != nil {
 		return err
 	}
 	if csv != "" {
-		if err := output.WriteCSVFile(csv, doc); err != nil {
+		if err := textreport.WriteCSVFile(csv, doc); err != nil {
 			return err
 		}
 	}
@@ -66,6 +51,6 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 		logger.Warn("merged report", "warning", w)
 	}
 	logger.Info("merged report written", "output", out, "inputs", len(inputs), "shards", doc.Metadata.Shards, "runs", len(doc.Runs))
-	output.WriteTable(os.Stdout, doc)
+	textreport.WriteTable(os.Stdout, doc)
 	return nil
 }

@@ -28,12 +28,12 @@ func TestMergeCommandEmbedRequests(t *testing.T) {
 			TimeoutSeconds: 1, Endpoint: "chat", Model: "m", Seed: 1, Shard: fmt.Sprintf("%d/%d", i, shards)},
 			Summary: report.Summary{RequestsCompleted: perShard}}
 		for k := i; k < shards*perShard; k += shards {
-			at := int64(k) * int64(250*time.Millisecond)
-			sent := at + int64(k)*int64(time.Microsecond)
-			first := sent + int64(20*time.Millisecond) + int64(k%7)*int64(time.Millisecond)
-			run.Requests = append(run.Requests, report.Request{Index: k, IntendedNanos: at, SentNanos: sent,
-				FirstByteNanos: sent + int64(10*time.Millisecond), FirstTokenNanos: first, EndNanos: first + int64(30*time.Millisecond),
-				Status: 200, PromptTokens: 50, OutputTokens: 4, ChunkOffsetsNanos: []int64{first - sent, first - sent + int64((5+k%3)*int(time.Millisecond))},
+			at := time.Duration(k) * 250 * time.Millisecond
+			sent := at + time.Duration(k)*time.Microsecond
+			first := sent + 20*time.Millisecond + time.Duration(k%7)*time.Millisecond
+			run.Requests = append(run.Requests, report.Record{Index: k, Intended: at, Sent: sent,
+				FirstByte: sent + 10*time.Millisecond, FirstToken: first, End: first + 30*time.Millisecond,
+				Status: 200, PromptTokens: 50, OutputTokens: 4, ChunkOffsets: []time.Duration{first - sent, first - sent + time.Duration(5+k%3)*time.Millisecond},
 				ChunkTokens: []int32{1, 3}})
 		}
 		d := &report.Document{Metadata: report.Metadata{Command: "run", Model: "m", Endpoint: "chat", Seed: 1,
@@ -82,7 +82,7 @@ func TestMergeCommandEmbedRequests(t *testing.T) {
 		{"a merge without records is final", [][]string{
 			{p("bare.json"), workers[0], workers[1]},
 			{p("bad.json"), p("bare.json"), workers[2], workers[3]},
-		}, 0, "cannot be merged again"},
+		}, 0, "a report merged without --embed-requests cannot be merged again (merge the workers' reports, or merge them with --embed-requests)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error

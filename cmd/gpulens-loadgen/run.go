@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
@@ -19,18 +17,18 @@ func runCommand(app *kingpin.Application) command {
 	concurrency := cmd.Flag("concurrency", "Closed loop: number of concurrent users.").Int()
 	rate := cmd.Flag("rate", "Open loop: requests per second from a seeded schedule.").Float64()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		p := plan{command: "run", repeats: 1}
+		p := campaign.Plan{Command: "run", Repeats: 1}
 		switch {
 		case *concurrency > 0 && *rate > 0:
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate > 0:
-			p.mode, p.levels = runner.Open, []float64{*rate}
+			p.Mode, p.Levels = runner.Open, []float64{*rate}
 		case *concurrency > 0:
-			p.mode, p.levels = runner.Closed, []float64{float64(*concurrency)}
+			p.Mode, p.Levels = runner.Closed, []float64{float64(*concurrency)}
 		default:
 			return usageError{fmt.Errorf("set --concurrency N (closed loop) or --rate R (open loop)")}
 		}
-		return execute(ctx, logger, f, p)
+		return flagged(loadFlagNames, execute(ctx, logger, f, p))
 	}}
 }
 
@@ -44,37 +42,26 @@ func sweepCommand(app *kingpin.Application) command {
 	maxErr := cmd.Flag("saturation.max-error-ratio", "Saturation search: stop above this share of failed requests.").Default("0.05").Float64()
 	minGood := cmd.Flag("saturation.min-goodput-ratio", "Saturation search: a level meets the SLOs when at least this share of requests is good.").Default("0.9").Float64()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		p := plan{command: "sweep", repeats: *repeats, saturation: *saturation, maxErrors: *maxErr, minGood: *minGood}
-		if *repeats < 1 {
-			return usageError{fmt.Errorf("--repeats must be at least 1, got %d", *repeats)}
+		p := campaign.Plan{Command: "sweep", Repeats: *repeats}
+		if *saturation {
+			p.Saturation = &campaign.Saturation{MaxErrorRatio: *maxErr, MinGoodputRatio: *minGood}
 		}
 		var err error
 		switch {
 		case *concurrency != "" && *rate != "":
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate != "":
-			p.mode = runner.Open
-			p.levels, err = parseLevels("--rate", *rate)
+			p.Mode = runner.Open
+			p.Levels, err = parseLevels("--rate", *rate)
 		case *concurrency != "":
-			p.mode = runner.Closed
-			p.levels, err = parseLevels("--concurrency", *concurrency)
+			p.Mode = runner.Closed
+			p.Levels, err = parseLevels("--concurrency", *concurrency)
 		default:
 			return usageError{fmt.Errorf("set --concurrency 1,2,4,… or --rate 1,2,5,…")}
 		}
 		if err != nil {
 			return usageError{err}
 		}
-		return execute(ctx, logger, f, p)
+		return flagged(loadFlagNames, execute(ctx, logger, f, p))
 	}}
-}
-
-// writeRequests writes one report.Request per line (--save-requests).
-func writeRequests(w io.Writer, reqs []report.Request) error {
-	enc := json.NewEncoder(w)
-	for i := range reqs {
-		if err := enc.Encode(&reqs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
 }

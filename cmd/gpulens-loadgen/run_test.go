@@ -70,9 +70,15 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--slo", "ttft=fast"}, "--slo"},
 		{[]string{"--input-tokens", "zipf:3"}, "--input-tokens"},
-		{[]string{"--shard", "4/2"}, "--shard"},
-		{[]string{"--cost.gpus", "0"}, "--cost.gpus"},
 		{[]string{"--linger=-1s"}, "--linger"},
+		// The libraries' errors name their options; the CLI's name the flags.
+		{[]string{"--shard", "4/2"}, `--shard "4/2": want i/N with 0 ≤ i < N`},
+		{[]string{"--cost.gpus", "0"}, "--cost.gpus must be at least 1, got 0"},
+		{[]string{"--cost.gpu-hourly-usd=-1"}, "--cost.gpu-hourly-usd must be a non-negative number, got -1"},
+		{[]string{"--timeout", "0s"}, "--timeout must be positive, got 0s"},
+		{[]string{"--endpoint", "chat", "--warmup=-1s"}, "--duration, --requests, --warmup and --ramp-up must not be negative"},
+		{[]string{"--max-tokens=-1"}, "--max-tokens must not be negative, got -1"},
+		{[]string{"--prompt-nonce", "a b"}, `--prompt-nonce: prompt nonce "a b": ' ' is not a letter, digit, '-' or '_'`},
 	} {
 		app := kingpin.New("t", "")
 		c := runCommand(app)
@@ -84,6 +90,47 @@ func TestFlagErrors(t *testing.T) {
 		if err == nil || !contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want mention of %s", tc.args, err, tc.want)
 		}
+		if exitStatus(c, err, slog.New(slog.DiscardHandler)) != exitUsage {
+			t.Errorf("%v: exit status %d, want %d", tc.args, exitStatus(c, err, slog.New(slog.DiscardHandler)), exitUsage)
+		}
+	}
+	// Open loop: the schedule's options.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arrival", "gamma", "--burstiness", "0"}, "--burstiness must be positive for gamma arrivals, got 0"},
+		{[]string{"--max-concurrency=-1"}, "--max-concurrency must not be negative, got -1"},
+	} {
+		app := kingpin.New("t", "")
+		c := runCommand(app)
+		args := append([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", "http://127.0.0.1:1/v1", "--model", "m", "--rate", "2", "--requests", "1"}, tc.args...)
+		if _, err := app.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.run(context.Background(), slog.New(slog.DiscardHandler)); err == nil || !contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %s", tc.args, err, tc.want)
+		}
+	}
+	// A sweep's repeats.
+	app0 := kingpin.New("t", "")
+	sw := sweepCommand(app0)
+	if _, err := app0.Parse([]string{"sweep", "--web.listen-address=127.0.0.1:0", "--target", "http://127.0.0.1:1/v1", "--model", "m",
+		"--concurrency", "1,2", "--requests", "1", "--repeats", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.run(context.Background(), slog.New(slog.DiscardHandler)); err == nil || err.Error() != "--repeats must be at least 1, got 0" ||
+		exitStatus(sw, err, slog.New(slog.DiscardHandler)) != exitUsage {
+		t.Errorf("--repeats 0: err = %v, want --repeats must be at least 1, got 0 (exit status %d)", err, exitUsage)
+	}
+	// Neither a duration nor a number of requests.
+	app := kingpin.New("t", "")
+	c := runCommand(app)
+	if _, err := app.Parse([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", "http://127.0.0.1:1/v1", "--model", "m", "--rate", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.run(context.Background(), slog.New(slog.DiscardHandler)); err == nil || err.Error() != "set --duration or --requests" {
+		t.Errorf("err = %v, want set --duration or --requests", err)
 	}
 }
 

@@ -57,7 +57,7 @@ func simCommand(app *kingpin.Application) command {
 	return command{clause: cmd, run: func(ctx context.Context, logger *slog.Logger) error {
 		s, err := simserver.New(f.cfg, logger)
 		if err != nil {
-			return err
+			return flagged(simFlagNames, err)
 		}
 		ln, err := net.Listen("tcp", f.listenAddress)
 		if err != nil {

@@ -49,6 +49,31 @@ func TestSimFlags(t *testing.T) {
 	}
 }
 
+// TestSimConfigErrors: the simulator's configuration errors name its
+// flags.
+func TestSimConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sim.jitter=2"}, "invalid simulator config: --sim.jitter must be in [0, 1), got 2"},
+		{[]string{"--sim.ttft=-1ms"}, "invalid simulator config: --sim.ttft must not be negative, got -1ms"},
+		{[]string{"--sim.decode-base=0", "--sim.decode-per-seq=0"},
+			"invalid simulator config: --sim.decode-base and --sim.decode-per-seq are both zero: set one, or use fixed mode (--sim.ttft/--sim.itl)"},
+		{[]string{"--sim.error-rate=2", "--sim.max-queue=-1"},
+			"invalid simulator config: --sim.max-queue must not be negative, got -1\n--sim.error-rate must be a probability in [0, 1], got 2"},
+	} {
+		app := kingpin.New("t", "")
+		c := simCommand(app)
+		if _, err := app.Parse(append([]string{"sim", "--sim.listen-address=127.0.0.1:0"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.run(context.Background(), slog.New(slog.DiscardHandler)); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // TestServeSimGracefulShutdown cancels the context while a stream is in
 // progress: the stream still completes, then serveSim returns.
 func TestServeSimGracefulShutdown(t *testing.T) {

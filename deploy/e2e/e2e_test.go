@@ -256,8 +256,8 @@ func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.R
 
 	var ok []float64
 	for _, r := range run.Requests {
-		if r.ErrorClass == "" && r.FirstTokenNanos > 0 {
-			ok = append(ok, time.Duration(r.FirstTokenNanos-r.IntendedNanos).Seconds())
+		if r.ErrorClass == "" && r.FirstToken > 0 {
+			ok = append(ok, (r.FirstToken - r.Intended).Seconds())
 		}
 	}
 	if want := run.Summary.RequestsCompleted; len(ok) != want || want == 0 {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/simserver"
@@ -247,10 +248,13 @@ type accuracy struct {
 	warmupTokens                 int // streamed by warmup requests (CPU counts them)
 }
 
-func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration) {
+// add adds the records of a run that started at start.
+func (a *accuracy) add(b *testing.B, start time.Time, records []report.Record, itl time.Duration) {
 	b.Helper()
-	for i := range results {
-		r := &results[i]
+	// A record's time on the wall clock, as the simulator's timestamps.
+	unix := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	for i := range records {
+		r := &records[i]
 		if !r.OK() {
 			a.failed++
 			continue
@@ -260,10 +264,10 @@ func (a *accuracy) add(b *testing.B, results []client.Result, itl time.Duration)
 			b.Fatalf("request %d: %d chunks, server timestamps %+v", r.Index, len(r.ChunkOffsets), r.Sim)
 		}
 		srv := r.Sim.ChunkUnixNanos
-		cli := float64(r.FirstToken.Sub(r.Sent)) / 1e6
+		cli := float64(r.FirstToken-r.Sent) / 1e6
 		a.ttftErr = append(a.ttftErr, cli-float64(srv[0]-r.Sim.ArrivalUnixNano)/1e6)
-		a.sendToArrival = append(a.sendToArrival, float64(r.Sim.ArrivalUnixNano-r.Sent.UnixNano())/1e6)
-		a.writeToClient = append(a.writeToClient, float64(r.FirstToken.UnixNano()-srv[0])/1e6)
+		a.sendToArrival = append(a.sendToArrival, float64(r.Sim.ArrivalUnixNano-unix(r.Sent))/1e6)
+		a.writeToClient = append(a.writeToClient, float64(unix(r.FirstToken)-srv[0])/1e6)
 		if r.KernelTimestamps {
 			a.kernelStamped++
 		}
@@ -355,7 +359,7 @@ func measureAccuracy(b *testing.B, d runner.Doer, streams int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		all.add(b, out.Results, accITL)
+		all.add(b, out.Start, out.Results, accITL)
 		// The CPU covers the warmup requests too (accTokens each).
 		all.warmupTokens += out.Warmup * accTokens
 	}
@@ -371,15 +375,16 @@ type plainDoer struct {
 	http *http.Client
 }
 
-func (p *plainDoer) Do(ctx context.Context, r client.Request, intended time.Time) client.Result {
-	res := client.Result{Index: r.Index, Intended: intended}
+func (p *plainDoer) Do(ctx context.Context, r client.Request, start, intended time.Time) report.Record {
+	res := report.Record{Index: r.Index, Intended: intended.Sub(start)}
 	body, _ := p.cl.Body(r)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.cl.URL(), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	res.Sent = time.Now()
+	sent := time.Now()
+	res.Sent = sent.Sub(start)
 	resp, err := p.http.Do(req)
 	if err != nil {
-		res.ErrorClass, res.Err, res.End = "connect", err.Error(), time.Now()
+		res.ErrorClass, res.Error, res.End = "connect", err.Error(), time.Since(start)
 		return res
 	}
 	defer resp.Body.Close()
@@ -392,13 +397,13 @@ func (p *plainDoer) Do(ctx context.Context, r client.Request, intended time.Time
 		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line[6:]), &m); err != nil {
-			res.ErrorClass, res.Err = "parse", err.Error()
+			res.ErrorClass, res.Error = "parse", err.Error()
 			break
 		}
 		now := time.Now()
 		if sim, ok := m["gpulens_sim"]; ok {
 			js, _ := json.Marshal(sim)
-			res.Sim = &client.SimTimestamps{}
+			res.Sim = &report.SimTimestamps{}
 			json.Unmarshal(js, res.Sim)
 		}
 		if u, ok := m["usage"].(map[string]any); ok {
@@ -410,16 +415,16 @@ func (p *plainDoer) Do(ctx context.Context, r client.Request, intended time.Time
 		for _, c := range ch {
 			d, _ := c.(map[string]any)["delta"].(map[string]any)
 			if s, _ := d["content"].(string); s != "" {
-				if res.FirstToken.IsZero() {
-					res.FirstToken = now
+				if res.FirstToken == 0 {
+					res.FirstToken = now.Sub(start)
 				}
-				res.ChunkOffsets = append(res.ChunkOffsets, int64(now.Sub(res.Sent)))
+				res.ChunkOffsets = append(res.ChunkOffsets, now.Sub(sent))
 			}
 		}
 	}
-	res.End = time.Now()
+	res.End = time.Since(start)
 	if err := sc.Err(); err != nil && res.ErrorClass == "" {
-		res.ErrorClass, res.Err = "stream_broken", err.Error()
+		res.ErrorClass, res.Error = "stream_broken", err.Error()
 	}
 	return res
 }
@@ -460,10 +465,10 @@ func BenchmarkOpenLoop(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s := runner.Summarize(out.Results, runner.SummaryConfig{TargetRate: rate, MeasureStart: out.MeasureStart})
+				s := stats.Summarize(out.Results, stats.SummaryConfig{TargetRate: rate, Warmup: time.Second})
 				achieved += s.AchievedRatePerSecond / float64(b.N)
 				for _, r := range out.Results {
-					lag = append(lag, float64(r.Sent.Sub(r.Intended))/1e6)
+					lag = append(lag, float64(r.Sent-r.Intended)/1e6)
 					if !r.OK() {
 						failed++
 					}

@@ -39,9 +39,9 @@ func BenchmarkStreamPerToken(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
-		res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+		res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now(), time.Now())
 		if !res.OK() || len(res.ChunkOffsets) != tokens {
-			b.Fatalf("bad result: %s", res.Err)
+			b.Fatalf("bad result: %s", res.Error)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")

@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // Usage is the OpenAI usage object.
@@ -17,16 +19,6 @@ type APIError struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
-}
-
-// SimTimestamps are the server-side timestamps the gpulens simulator adds to
-// its final usage chunk.
-type SimTimestamps struct {
-	ArrivalUnixNano    int64   `json:"arrival_unix_nano"`
-	FirstTokenUnixNano int64   `json:"first_token_unix_nano"`
-	TokenUnixNanos     []int64 `json:"token_unix_nanos"`
-	// ChunkUnixNanos are when the server wrote each content chunk.
-	ChunkUnixNanos []int64 `json:"chunk_unix_nanos,omitempty"`
 }
 
 type chunkDelta struct {
@@ -44,11 +36,11 @@ type chunkChoice struct {
 
 // chunk is one streamed chat.completion.chunk or text_completion object.
 type chunk struct {
-	Model   string          `json:"model"`
-	Choices []chunkChoice   `json:"choices"`
-	Usage   *Usage          `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-	Sim     *SimTimestamps  `json:"gpulens_sim"`
+	Model   string                `json:"model"`
+	Choices []chunkChoice         `json:"choices"`
+	Usage   *Usage                `json:"usage"`
+	Error   json.RawMessage       `json:"error"`
+	Sim     *report.SimTimestamps `json:"gpulens_sim"`
 }
 
 // parsed is what the runner needs from one chunk.
@@ -61,7 +53,7 @@ type parsed struct {
 	hasUsage     bool
 	usage        Usage
 	err          *APIError
-	sim          *SimTimestamps
+	sim          *report.SimTimestamps
 }
 
 // parseChunk decodes one chunk: with the allocation-free scanner

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpulens/gpulens/internal/rxstamp"
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
 )
@@ -76,42 +77,12 @@ type Request struct {
 	IgnoreEOS   bool
 }
 
-// Result is everything measured about one request. Times are absolute;
-// ChunkOffsets are nanoseconds after Sent for every chunk that carried
-// generated text, ChunkTokens the number of output tokens each carried.
-type Result struct {
-	Index      int
-	Intended   time.Time
-	Sent       time.Time
-	FirstByte  time.Time
-	FirstToken time.Time
-	End        time.Time
-
-	Status     int
-	ErrorClass string // one of report.Err*; empty on success
-	// Err says what went wrong; the configured API key never appears in
-	// it (Config.APIKey is replaced by "[REDACTED]").
-	Err      string
-	Canceled bool // the run was stopped while the request was in flight
-
-	// KernelTimestamps: the first token's time is the kernel's receive
-	// time of its bytes (see Config.ReadTimestamps), not when the read
-	// returned.
-	KernelTimestamps bool
-
-	Model           string
-	PromptTokens    int
-	OutputTokens    int
-	TokensEstimated bool
-	UsageMismatch   bool
-
-	ChunkOffsets []int64
-	ChunkTokens  []int32
-	Sim          *SimTimestamps
+// attempt is a request in flight: its record and its times as the clock
+// read them, which Do turns into offsets from the run's start.
+type attempt struct {
+	report.Record
+	sent, firstByte, firstToken, end time.Time
 }
-
-// OK reports whether the request completed successfully.
-func (r *Result) OK() bool { return r.ErrorClass == "" && !r.Canceled }
 
 // Client sends requests. It is safe for concurrent use.
 type Client struct {
@@ -172,7 +143,7 @@ type streamState struct {
 func New(cfg Config) (*Client, error) {
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("--target %q: must be an http:// or https:// URL ending in /v1", cfg.BaseURL)
+		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1", option.Name("BaseURL"), cfg.BaseURL)
 	}
 	var path string
 	switch cfg.Endpoint {
@@ -181,10 +152,10 @@ func New(cfg Config) (*Client, error) {
 	case EndpointCompletions:
 		path = "/completions"
 	default:
-		return nil, fmt.Errorf("--endpoint %q: must be chat or completions", cfg.Endpoint)
+		return nil, option.Errorf("%s %q: must be chat or completions", option.Name("Endpoint"), cfg.Endpoint)
 	}
 	if cfg.Timeout <= 0 {
-		return nil, fmt.Errorf("--timeout must be positive, got %s", cfg.Timeout)
+		return nil, option.Errorf("%s must be positive, got %s", option.Name("Timeout"), cfg.Timeout)
 	}
 	now := cfg.Now
 	if now == nil {
@@ -237,7 +208,7 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) directHTTP(conns int) error {
 	u, err := url.Parse(c.url)
 	if err != nil {
-		return fmt.Errorf("--target %q: %w", c.cfg.BaseURL, err)
+		return option.Errorf("%s %q: %w", option.Name("BaseURL"), c.cfg.BaseURL, err)
 	}
 	if u.Scheme != "http" || u.User != nil {
 		return nil
@@ -255,7 +226,7 @@ func (c *Client) directHTTP(conns int) error {
 	c.hdr = []byte("Content-Type: application/json\r\nAccept: text/event-stream\r\n")
 	if c.cfg.APIKey != "" {
 		if strings.ContainsAny(c.cfg.APIKey, "\r\n") {
-			return fmt.Errorf("--api-key must not contain line breaks")
+			return option.Errorf("%s must not contain line breaks", option.Name("APIKey"))
 		}
 		c.hdr = append(c.hdr, "Authorization: Bearer "+c.cfg.APIKey+"\r\n"...)
 	}
@@ -345,17 +316,27 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Do sends r and streams the answer. intended is when the schedule wanted
-// the request sent. Do never returns an error: failures are classified in
-// the Result. A cancelled ctx marks the result Canceled. A request that
-// fails or is cancelled mid-stream keeps what arrived (chunk times and
-// tokens) and ends when it was given up.
-func (c *Client) Do(ctx context.Context, r Request, intended time.Time) Result {
-	res := c.do(ctx, r, intended)
-	if res.Err != "" {
-		res.Err = c.scrub(res.Err)
+// Do sends r and streams the answer into its record. start is the run's
+// start, which the record's times count from; intended is when the
+// schedule wanted the request sent. Do never returns an error: failures are
+// classified in the record. A cancelled ctx makes the record
+// report.ErrInterrupted. A request that fails or is cancelled mid-stream
+// keeps what arrived (chunk times and tokens) and ends when it was given
+// up.
+func (c *Client) Do(ctx context.Context, r Request, start, intended time.Time) report.Record {
+	a := c.do(ctx, r)
+	rel := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(start)
 	}
-	return res
+	rec := a.Record
+	rec.Intended, rec.Sent, rec.FirstByte, rec.FirstToken, rec.End = rel(intended), rel(a.sent), rel(a.firstByte), rel(a.firstToken), rel(a.end)
+	if rec.Error != "" {
+		rec.Error = c.scrub(rec.Error)
+	}
+	return rec
 }
 
 // redacted replaces the API key in error texts.
@@ -370,8 +351,8 @@ func (c *Client) scrub(s string) string {
 	return strings.ReplaceAll(s, c.cfg.APIKey, redacted)
 }
 
-func (c *Client) do(ctx context.Context, r Request, intended time.Time) Result {
-	res := Result{Index: r.Index, Intended: intended}
+func (c *Client) do(ctx context.Context, r Request) attempt {
+	res := attempt{Record: report.Record{Index: r.Index}}
 	var (
 		status int
 		ctype  string
@@ -382,26 +363,26 @@ func (c *Client) do(ctx context.Context, r Request, intended time.Time) Result {
 		// pooled buffer spares an allocation per request.
 		bp := c.bodies.Get().(*[]byte)
 		*bp = c.appendBody((*bp)[:0], r)
-		res.Sent = c.now()
+		res.sent = c.now()
 		resp, err := c.h1.roundTrip(ctx, c.path, c.hdr, *bp, time.Now().Add(c.cfg.Timeout))
 		c.bodies.Put(bp)
 		if err != nil {
-			res.End = c.now()
-			c.fail(ctx, &res, err, report.ErrConnect)
+			res.end = c.now()
+			c.fail(ctx, &res.Record, err, report.ErrConnect)
 			return res
 		}
 		status, ctype, rbody = resp.status, resp.contentType, resp.body
 		// The status line's arrival, when the connection knows it.
-		res.FirstByte = resp.body.LastArrival()
+		res.firstByte = resp.body.LastArrival()
 	} else {
 		body, _ := c.Body(r)
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
 		if err != nil {
-			res.Sent = c.now()
-			res.End = res.Sent
-			res.ErrorClass, res.Err = report.ErrConnect, err.Error()
+			res.sent = c.now()
+			res.end = res.sent
+			res.ErrorClass, res.Error = report.ErrConnect, err.Error()
 			return res
 		}
 		req.Header.Set("Content-Type", "application/json")
@@ -416,36 +397,36 @@ func (c *Client) do(ctx context.Context, r Request, intended time.Time) Result {
 				GotConn: func(info httptrace.GotConnInfo) { rx = rxConnOf(info.Conn) },
 			}))
 		}
-		res.Sent = c.now()
+		res.sent = c.now()
 		resp, err := c.http.Do(req)
 		if err != nil {
-			res.End = c.now()
-			c.fail(ctx, &res, err, report.ErrConnect)
+			res.end = c.now()
+			c.fail(ctx, &res.Record, err, report.ErrConnect)
 			return res
 		}
 		status, ctype, rbody = resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body
 		if rx != nil {
 			rbody = &rxBody{ReadCloser: resp.Body, rx: rx}
-			res.FirstByte = rx.LastArrival()
+			res.firstByte = rx.LastArrival()
 		}
 	}
 	defer rbody.Close()
-	if res.FirstByte.IsZero() {
-		res.FirstByte = c.now()
+	if res.firstByte.IsZero() {
+		res.firstByte = c.now()
 	}
 	res.Status = status
 	if status != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
-		res.End = c.now()
+		res.end = c.now()
 		res.ErrorClass = statusClass(status)
-		res.Err = fmt.Sprintf("HTTP %d: %s", status, c.errorMessage(msg))
+		res.Error = fmt.Sprintf("HTTP %d: %s", status, c.errorMessage(msg))
 		return res
 	}
 	if !isEventStream(ctype) {
 		msg, _ := io.ReadAll(io.LimitReader(rbody, 4<<10))
-		res.End = c.now()
+		res.end = c.now()
 		res.ErrorClass = report.ErrParse
-		res.Err = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", ctype, c.errorMessage(msg))
+		res.Error = fmt.Sprintf("expected Content-Type text/event-stream, got %q: %s", ctype, c.errorMessage(msg))
 		return res
 	}
 	st := c.pool.Get().(*streamState)
@@ -476,7 +457,7 @@ func isEventStream(ctype string) bool {
 	return ct == "text/event-stream"
 }
 
-func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
+func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 	st.bytes = st.bytes[:0]
 	st.cumUse = st.cumUse[:0]
 	var (
@@ -492,52 +473,52 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 		if !finished {
 			final = nil
 		}
-		res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, final, c.cfg.ContinuousUsage, res)
+		res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, final, c.cfg.ContinuousUsage, &res.Record)
 	}()
 	for {
 		ev, err := st.rd.Next()
-		if ev.At.Before(res.Sent) && !ev.At.IsZero() {
-			ev.At = res.Sent // never before the request (clock steps)
+		if ev.At.Before(res.sent) && !ev.At.IsZero() {
+			ev.At = res.sent // never before the request (clock steps)
 		}
 		if err != nil {
 			if err == io.EOF {
-				res.End = st.rd.LastRead()
-				if res.End.IsZero() {
-					res.End = c.now()
+				res.end = st.rd.LastRead()
+				if res.end.IsZero() {
+					res.end = c.now()
 				}
 				if finished {
 					return
 				}
-				res.ErrorClass, res.Err = report.ErrStreamBroken, "stream ended without [DONE] or finish_reason"
+				res.ErrorClass, res.Error = report.ErrStreamBroken, "stream ended without [DONE] or finish_reason"
 				return
 			}
 			// Timed out, cancelled or cut: the request ends when it was
 			// given up, not with the last byte that came.
-			res.End = c.now()
-			c.fail(ctx, res, err, report.ErrStreamBroken)
+			res.end = c.now()
+			c.fail(ctx, &res.Record, err, report.ErrStreamBroken)
 			return
 		}
 		if string(ev.Data) == "[DONE]" {
-			res.End = ev.At
+			res.end = ev.At
 			finished = true
 			return
 		}
 		if string(ev.Name) == "error" {
-			res.End = ev.At
+			res.end = ev.At
 			res.ErrorClass = report.ErrStreamBroken
-			res.Err = "error event: " + c.errorMessage(ev.Data)
+			res.Error = "error event: " + c.errorMessage(ev.Data)
 			return
 		}
 		p, err := parseChunk(ev.Data, &st.chunk)
 		if err != nil {
-			res.End = ev.At
-			res.ErrorClass, res.Err = report.ErrParse, err.Error()
+			res.end = ev.At
+			res.ErrorClass, res.Error = report.ErrParse, err.Error()
 			return
 		}
 		if p.err != nil {
-			res.End = ev.At
+			res.end = ev.At
 			res.ErrorClass = apiErrorClass(p.err)
-			res.Err = "error in stream: " + p.err.Message
+			res.Error = "error in stream: " + p.err.Message
 			return
 		}
 		if res.Model == "" && len(p.model) > 0 {
@@ -551,11 +532,11 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 			lastUsage = &usage
 		}
 		if p.contentBytes > 0 {
-			if res.FirstToken.IsZero() {
-				res.FirstToken = ev.At
+			if res.firstToken.IsZero() {
+				res.firstToken = ev.At
 				res.KernelTimestamps = st.kernel != nil && st.kernel.Kernel()
 			}
-			res.ChunkOffsets = append(res.ChunkOffsets, int64(ev.At.Sub(res.Sent)))
+			res.ChunkOffsets = append(res.ChunkOffsets, ev.At.Sub(res.sent))
 			st.bytes = append(st.bytes, p.contentBytes)
 			cum := -1
 			if p.hasUsage {
@@ -566,7 +547,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 		if p.finished {
 			finished = true
 		}
-		res.End = ev.At
+		res.end = ev.At
 	}
 }
 
@@ -579,7 +560,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *Result) {
 // actually grows: present on every chunk, never decreasing, at least one
 // token on the first; otherwise the final usage is spread over the chunks
 // by their bytes, and without it every chunk counts one token.
-func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *Result) []int32 {
+func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *report.Record) []int32 {
 	n := len(bytes)
 	toks := make([]int32, n)
 	if final != nil {
@@ -677,14 +658,14 @@ func distribute(toks []int32, bytes []int, total int) {
 }
 
 // fail classifies a transport error.
-func (c *Client) fail(ctx context.Context, res *Result, err error, fallback string) {
-	res.Err = err.Error()
+func (c *Client) fail(ctx context.Context, res *report.Record, err error, fallback string) {
+	res.Error = err.Error()
 	switch {
 	case ctx.Err() != nil:
-		res.Canceled = true
+		res.ErrorClass = report.ErrInterrupted
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		res.ErrorClass = report.ErrTimeout
-		res.Err = fmt.Sprintf("no complete answer within --timeout %s", c.cfg.Timeout)
+		res.Error = fmt.Sprintf("no complete answer within the request timeout %s", c.cfg.Timeout)
 	case isConnect(err):
 		res.ErrorClass = report.ErrConnect
 	default:

@@ -50,9 +50,9 @@ func TestHTTPSKernelTimestamps(t *testing.T) {
 			// The second request reuses the connection, after the kernel
 			// has turned receive timestamping on (internal/rxstamp).
 			for round := 0; round < 2; round++ {
-				res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+				res := c.Do(context.Background(), Request{Prompt: "x"}, time.Now(), time.Now())
 				if !res.OK() {
-					t.Fatalf("round %d: %s: %s", round, res.ErrorClass, res.Err)
+					t.Fatalf("round %d: %s: %s", round, res.ErrorClass, res.Error)
 				}
 				if round == 0 {
 					continue
@@ -60,10 +60,10 @@ func TestHTTPSKernelTimestamps(t *testing.T) {
 				if res.KernelTimestamps != tc.kernel {
 					t.Errorf("KernelTimestamps = %v, want %v", res.KernelTimestamps, tc.kernel)
 				}
-				if ttft := res.FirstToken.Sub(res.Sent); ttft < 40*time.Millisecond {
+				if ttft := res.FirstToken - res.Sent; ttft < 40*time.Millisecond {
 					t.Errorf("TTFT %v, the server waited 40 ms", ttft)
 				}
-				if res.FirstByte.Before(res.Sent) || res.FirstToken.Before(res.FirstByte) || res.End.Before(res.FirstToken) {
+				if res.FirstByte < res.Sent || res.FirstToken < res.FirstByte || res.End < res.FirstToken {
 					t.Errorf("times out of order: sent %v first byte %v first token %v end %v", res.Sent, res.FirstByte, res.FirstToken, res.End)
 				}
 				if res.OutputTokens != 4 || len(res.ChunkOffsets) != 2 {

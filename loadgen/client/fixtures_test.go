@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // streamFixture is one file of testdata/streams: a server's stream as its
@@ -238,9 +240,9 @@ func TestServerStreamFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res := c.Do(context.Background(), Request{Index: 1, Prompt: "p", InputTokens: 1, MaxTokens: 64}, start)
+				res := c.Do(context.Background(), Request{Index: 1, Prompt: "p", InputTokens: 1, MaxTokens: 64}, start, start)
 				if !res.OK() {
-					t.Fatalf("failed: %s: %s", res.ErrorClass, res.Err)
+					t.Fatalf("failed: %s: %s", res.ErrorClass, res.Error)
 				}
 				var req struct {
 					StreamOptions map[string]bool `json:"stream_options"`
@@ -248,10 +250,10 @@ func TestServerStreamFixtures(t *testing.T) {
 				if err := json.Unmarshal(tr.body, &req); err != nil || !req.StreamOptions["include_usage"] || req.StreamOptions["continuous_usage_stats"] != cont {
 					t.Errorf("request stream_options = %v (%v), want include_usage and continuous_usage_stats=%v", req.StreamOptions, err, cont)
 				}
-				if got := res.FirstToken.Sub(res.Sent); got != fx.ttft {
+				if got := res.FirstToken - res.Sent; got != fx.ttft {
 					t.Errorf("TTFT = %v, want %v", got, fx.ttft)
 				}
-				if got := res.End.Sub(res.Sent); got != fx.e2e {
+				if got := res.End - res.Sent; got != fx.e2e {
 					t.Errorf("E2E = %v, want %v", got, fx.e2e)
 				}
 				var itl []float64
@@ -315,7 +317,7 @@ func TestTokensPerChunk(t *testing.T) {
 			want: []int32{1, 1, 1}, out: 1, mismatch: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var res Result
+			var res report.Record
 			got := tokensPerChunk(tc.bytes, tc.cum, tc.final, tc.trust, &res)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) || res.OutputTokens != tc.out || res.UsageMismatch != tc.mismatch || res.TokensEstimated != tc.estimated {
 				t.Errorf("tokens %v out %d mismatch %v estimated %v, want %v %d %v %v", got, res.OutputTokens, res.UsageMismatch,

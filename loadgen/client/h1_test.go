@@ -199,9 +199,9 @@ func TestH1Responses(t *testing.T) {
 				t.Fatal("plain-HTTP target does not use the direct client")
 			}
 			for i := range 2 {
-				res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now())
+				res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now(), time.Now())
 				if res.ErrorClass != tc.class {
-					t.Fatalf("request %d: class %q (%s), want %q", i, res.ErrorClass, res.Err, tc.class)
+					t.Fatalf("request %d: class %q (%s), want %q", i, res.ErrorClass, res.Error, tc.class)
 				}
 				if tc.class != "" {
 					continue
@@ -232,9 +232,9 @@ func TestH1RetriesOnServerClosedIdle(t *testing.T) {
 	srv := newRawServer(t, append(ans, "<close>"), ans)
 	c := newClient(t, srv.url(), EndpointChat, time.Minute)
 	for i := range 2 {
-		res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now())
+		res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now(), time.Now())
 		if !res.OK() {
-			t.Fatalf("request %d: %s %s", i, res.ErrorClass, res.Err)
+			t.Fatalf("request %d: %s %s", i, res.ErrorClass, res.Error)
 		}
 		if i == 0 {
 			await(t, srv.closed, "close of the first connection") // the pooled connection is closed before it is reused
@@ -264,8 +264,8 @@ func TestH1ReuseAndCancel(t *testing.T) {
 	defer srv.Close()
 	c := newClient(t, srv.URL, EndpointCompletions, time.Minute)
 	for i := range 5 {
-		if res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now()); !res.OK() {
-			t.Fatalf("request %d: %s %s", i, res.ErrorClass, res.Err)
+		if res := c.Do(context.Background(), Request{Index: i, Prompt: "x"}, time.Now(), time.Now()); !res.OK() {
+			t.Fatalf("request %d: %s %s", i, res.ErrorClass, res.Error)
 		}
 	}
 	if got := conns.Load(); got != 1 {
@@ -276,16 +276,16 @@ func TestH1ReuseAndCancel(t *testing.T) {
 	// the blocked read (else the minute's --timeout would, as a timeout).
 	ss, _, stalled := stallingSSEServer(t, roleChunk, "<stall>")
 	c = newClient(t, ss.URL, EndpointChat, time.Minute)
-	res := c.Do(cancelOnStall(t, stalled), Request{Prompt: "x"}, time.Now())
-	if !res.Canceled || res.ErrorClass != "" {
-		t.Fatalf("canceled=%v class=%q err=%s", res.Canceled, res.ErrorClass, res.Err)
+	res := c.Do(cancelOnStall(t, stalled), Request{Prompt: "x"}, time.Now(), time.Now())
+	if !res.Interrupted() {
+		t.Fatalf("class=%q err=%s, want %q", res.ErrorClass, res.Error, report.ErrInterrupted)
 	}
 
 	// --timeout bounds the whole request.
 	c = newClient(t, ss.URL, EndpointChat, 50*time.Millisecond)
-	res = c.Do(context.Background(), Request{Prompt: "x"}, time.Now())
+	res = c.Do(context.Background(), Request{Prompt: "x"}, time.Now(), time.Now())
 	if res.ErrorClass != report.ErrTimeout {
-		t.Fatalf("class %q (%s), want timeout", res.ErrorClass, res.Err)
+		t.Fatalf("class %q (%s), want timeout", res.ErrorClass, res.Error)
 	}
 }
 

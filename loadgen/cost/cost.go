@@ -3,9 +3,9 @@
 package cost
 
 import (
-	"fmt"
 	"math"
 
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -21,13 +21,13 @@ type Prices struct {
 // Validate checks the prices.
 func (p Prices) Validate() error {
 	if p.GPUHourlyUSD < 0 || math.IsNaN(p.GPUHourlyUSD) || math.IsInf(p.GPUHourlyUSD, 0) {
-		return fmt.Errorf("--cost.gpu-hourly-usd must be a non-negative number, got %v", p.GPUHourlyUSD)
+		return option.Errorf("%s must be a non-negative number, got %v", option.Name("GPUHourlyUSD"), p.GPUHourlyUSD)
 	}
 	if p.GPUs < 1 {
-		return fmt.Errorf("--cost.gpus must be at least 1, got %d", p.GPUs)
+		return option.Errorf("%s must be at least 1, got %d", option.Name("GPUs"), p.GPUs)
 	}
 	if p.OverheadHours < 0 || math.IsNaN(p.OverheadHours) {
-		return fmt.Errorf("--cost.overhead-hours must not be negative, got %v", p.OverheadHours)
+		return option.Errorf("%s must not be negative, got %v", option.Name("OverheadHours"), p.OverheadHours)
 	}
 	return nil
 }

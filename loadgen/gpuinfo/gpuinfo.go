@@ -59,7 +59,7 @@ func (p *Poller) Run(ctx context.Context) {
 func (p *Poller) Poll(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
-		return p.fail(fmt.Errorf("--exporter.url %q: %w", p.url, err))
+		return p.fail(fmt.Errorf("exporter %q: %w", p.url, err))
 	}
 	req.Header.Set("Accept", "text/plain; version=0.0.4")
 	resp, err := p.http.Do(req)

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
-	"github.com/gpulens/gpulens/loadgen/output"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
 // writeRead writes d to dir/name and reads it back, so that every input
@@ -31,21 +30,19 @@ func writeRead(t *testing.T, dir, name string, d *report.Document) Input {
 	return Input{Name: name, Doc: got}
 }
 
-// workerDoc is shard sh's report of the runs; each run's results are
-// recorded relative to the worker's own start.
-func workerDoc(command string, sh schedule.Shard, start time.Time, runs []report.Run, results [][]client.Result) *report.Document {
+// workerDoc is shard sh's report of the runs, which embed records (times
+// counted from the worker's own start).
+func workerDoc(command string, sh schedule.Shard, start time.Time, runs []report.Run, records [][]report.Record) *report.Document {
 	d := &report.Document{Metadata: report.Metadata{Command: command, Model: "m", Endpoint: "chat", Seed: 3, Started: start,
 		Finished: start.Add(time.Minute), Shards: []string{sh.String()}}}
 	var reps []report.Run
 	for i, r := range runs {
-		for j := range results[i] {
-			r.Requests = append(r.Requests, runner.Record(&results[i][j], start))
-		}
+		r.Requests = records[i]
 		d.Runs = append(d.Runs, r)
 		reps = append(reps, r)
 		if i+1 == len(runs) || runs[i+1].Level != r.Level {
 			if len(reps) > 1 {
-				d.Runs = append(d.Runs, output.Aggregate(reps))
+				d.Runs = append(d.Runs, stats.Aggregate(reps))
 			}
 			reps = nil
 		}
@@ -66,20 +63,20 @@ func openWorkers(t *testing.T, dir string, n, shards int) []Input {
 	for i := 0; i < shards; i++ {
 		sh := schedule.Shard{Index: i, Count: shards}
 		st := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 211 * time.Millisecond)
-		var res []client.Result
+		var res []report.Record
 		for k, off := range offsets {
 			if sh.Owns(k) {
-				res = append(res, synth(k, st, off))
+				res = append(res, synth(k, off))
 			}
 		}
 		set := report.Settings{Mode: runner.Open, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 			Endpoint: "chat", Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 			Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
-		sum := runner.Summarize(res, runner.SummaryConfig{SLO: set.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2},
-			TargetRate: rate / float64(shards), MeasureStart: st})
+		sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2},
+			TargetRate: rate / float64(shards)})
 		sum.MaxInFlight, sum.WarmupRequests = 3+i, i
 		run := report.Run{Name: "rate=40", Settings: set, Summary: sum, Level: rate, Repeat: 1}
-		d := workerDoc("run", sh, st, []report.Run{run}, [][]client.Result{res})
+		d := workerDoc("run", sh, st, []report.Run{run}, [][]report.Record{res})
 		if shards == 1 {
 			// One process with --embed-requests, no --shard.
 			d.Runs[0].Settings.Shard, d.Metadata.Shards = "", nil
@@ -100,18 +97,18 @@ func closedWorkers(t *testing.T, dir string, users []int) []Input {
 		sh := schedule.Shard{Index: i, Count: shards}
 		st := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 97 * time.Millisecond)
 		var runs []report.Run
-		var results [][]client.Result
+		var results [][]report.Record
 		for _, level := range []int{u, 2 * u} {
 			for rep := 1; rep <= 2; rep++ {
-				var res []client.Result
+				var res []report.Record
 				for k := i; k < 30*shards; k += shards {
-					r := synth(k+level+rep, st, time.Duration(k)*7*time.Millisecond)
+					r := synth(k+level+rep, time.Duration(k)*7*time.Millisecond)
 					r.Index = k
 					res = append(res, r)
 				}
 				set := report.Settings{Mode: runner.Closed, Concurrency: level, WarmupSeconds: 0.25, TimeoutSeconds: 1, Endpoint: "chat",
 					Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05}}
-				sum := runner.Summarize(res, runner.SummaryConfig{SLO: set.SLO, MeasureStart: st.Add(250 * time.Millisecond)})
+				sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Warmup: 250 * time.Millisecond})
 				sum.MaxInFlight, sum.WarmupRequests = level, 1
 				runs = append(runs, report.Run{Name: fmt.Sprintf("concurrency=%d repeat=%d", level, rep), Settings: set, Summary: sum,
 					Level: float64(level), Repeat: rep})
@@ -136,9 +133,9 @@ func measured(d *report.Document) []report.Run {
 
 // TestMergeEmbedRequests merges with and without --embed-requests: the
 // numbers are the same; with it, every merged run carries exactly the
-// union of the shards' records, unchanged (the shards' times already
-// count from the common epoch), sorted by index, and summarising them
-// gives the merged summary.
+// union of the shards' records, unchanged (each shard's times count from
+// its own start, as the schedule's offsets do), sorted by index, and
+// summarising them gives the merged summary.
 func TestMergeEmbedRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -186,7 +183,7 @@ func TestMergeEmbedRequests(t *testing.T) {
 			}
 			for j, m := range measured(embedded) {
 				// The union of the shards' records of this run.
-				want := map[int]report.Request{}
+				want := map[int]report.Record{}
 				for _, inp := range in {
 					for _, rec := range measured(inp.Doc)[j].Requests {
 						want[rec.Index] = rec
@@ -196,7 +193,6 @@ func TestMergeEmbedRequests(t *testing.T) {
 					t.Fatalf("%s: %d records, want the shards' %d (summary: %d requests)", m.Name, len(m.Requests), len(want),
 						m.Summary.RequestsCompleted+m.Summary.RequestsFailed)
 				}
-				res := make([]client.Result, len(m.Requests))
 				for i := range m.Requests {
 					rec := m.Requests[i]
 					if i > 0 && rec.Index <= m.Requests[i-1].Index {
@@ -205,16 +201,14 @@ func TestMergeEmbedRequests(t *testing.T) {
 					if !reflect.DeepEqual(rec, want[rec.Index]) {
 						t.Fatalf("%s: record %d:\n got %+v\nwant %+v", m.Name, rec.Index, rec, want[rec.Index])
 					}
-					res[i] = runner.FromRecord(&m.Requests[i], time.Time{}.Add(time.Hour))
 				}
 				target := 0.0
 				if m.Settings.Mode == runner.Open {
 					target = m.Settings.Rate
 				}
-				// Any epoch will do: the records are relative.
-				sum := runner.Summarize(res, runner.SummaryConfig{SLO: m.Settings.SLO,
+				sum := stats.Summarize(m.Requests, stats.SummaryConfig{SLO: m.Settings.SLO,
 					Prices:     cost.Prices{GPUHourlyUSD: m.Settings.Cost.GPUHourlyUSD, GPUs: m.Settings.Cost.GPUs},
-					TargetRate: target, MeasureStart: time.Time{}.Add(time.Hour + time.Duration(m.Settings.WarmupSeconds*float64(time.Second)))})
+					TargetRate: target, Warmup: time.Duration(m.Settings.WarmupSeconds * float64(time.Second))})
 				sum.MaxInFlight, sum.WarmupRequests = m.Summary.MaxInFlight, m.Summary.WarmupRequests
 				if !reflect.DeepEqual(sum, m.Summary) {
 					t.Errorf("%s: summary of the embedded records differs:\n got %+v\nwant %+v", m.Name, sum, m.Summary)
@@ -354,7 +348,7 @@ func TestMergePartial(t *testing.T) {
 	}{
 		{"overlap with a worker", []Input{h, in[1]}, "w1.json: shard 1/4 also in half.json"},
 		{"overlap with a merge", []Input{in[2], h, h}, "half.json: shard 0/4 also in half.json"},
-		{"merged without records", []Input{p, in[2]}, "plain.json: run \"rate=40\" has no per-request records: a report merged without --embed-requests"},
+		{"merged without records", []Input{p, in[2]}, "plain.json: run \"rate=40\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
 		{"different shard counts", []Input{h, other[1]}, "w1.json: shard 1/2, but half.json has 4 shards"},
 	} {
 		if _, err := Merge(tc.in, Options{EmbedRequests: true}); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,5 +1,5 @@
 // Package merge combines the reports of workers that each ran one shard
-// (--shard i/N) of the same seeded schedule into one report, recomputing
+// (i of N) of the same seeded schedule into one report, recomputing
 // every statistic — exact percentiles included — from the raw per-request
 // records the shards embedded.
 //
@@ -17,12 +17,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/cost"
-	"github.com/gpulens/gpulens/loadgen/output"
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
 // Input is one shard's report and the name (file) it came from, for
@@ -32,19 +33,19 @@ type Input struct {
 	Doc  *report.Document
 }
 
+// embedRequests names Options.EmbedRequests, and the load generator's
+// option of the same name, in errors.
+const embedRequests = option.Name("EmbedRequests")
+
 // Options change what Merge writes.
 type Options struct {
 	// EmbedRequests puts the union of the inputs' per-request records into
-	// the merged report's non-aggregate runs (runs[].requests), times
-	// relative to the merged run's epoch, so that the merged report can be
-	// merged again.
+	// the merged report's non-aggregate runs (runs[].requests), as they
+	// were, so that the merged report can be merged again. Every shard's
+	// record times count from its own start, as the schedule's offsets do:
+	// the shards' records share one time axis.
 	EmbedRequests bool
 }
-
-// epoch is the common zero of the shards' relative times: every shard's
-// offsets count from its own start, as the schedule does. A merged run's
-// embedded records count from it too, so they keep the shards' values.
-var epoch = time.Unix(0, 0).UTC()
 
 // warnPrefix starts the warnings Merge writes that a later merge of this
 // report recomputes (missing shards, a target rate not achieved): it drops
@@ -63,9 +64,23 @@ type runKey struct {
 	repeat int
 }
 
-// Merge combines the inputs. They must come from the same command line but
-// for --shard: same mode, workload, seed and levels, disjoint sets of shards
+// Files reads the reports at paths and merges them.
+func Files(paths []string, opt Options) (*report.Document, error) {
+	in := make([]Input, 0, len(paths))
+	for _, path := range paths {
+		d, err := report.Read(path)
+		if err != nil {
+			return nil, err
+		}
+		in = append(in, Input{Name: path, Doc: d})
+	}
+	return Merge(in, opt)
+}
+
+// Merge combines the inputs. They must come from the same campaign but for
+// the shard: same mode, workload, seed and levels, disjoint sets of shards
 // of the same count, and per-request records in every non-aggregate run.
+// The caller stamps the result (report.Metadata.Stamp).
 func Merge(in []Input, opt Options) (*report.Document, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("merge: no input reports")
@@ -83,7 +98,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 	var order []runKey
 	type part struct {
 		run     report.Run
-		results []client.Result
+		records []report.Record
 		maxIn   int
 		warmup  int
 		users   int
@@ -158,10 +173,11 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			}
 			if r.Requests == nil && r.Summary.RequestsCompleted+r.Summary.RequestsFailed > 0 {
 				if merged {
-					return nil, fmt.Errorf("%s: run %q has no per-request records: a report merged without --embed-requests cannot be merged again "+
-						"(merge the workers' reports, or merge them with --embed-requests)", inp.Name, r.Name)
+					return nil, option.Errorf("%s: run %q has no per-request records: a report merged without %s cannot be merged again "+
+						"(merge the workers' reports, or merge them with %s)", inp.Name, r.Name, embedRequests, embedRequests)
 				}
-				return nil, fmt.Errorf("%s: run %q has no per-request records (run the shards with --shard, or --embed-requests)", inp.Name, r.Name)
+				return nil, option.Errorf("%s: run %q has no per-request records (run the shards with %s, or %s)", inp.Name, r.Name,
+					option.Name("Shard"), embedRequests)
 			}
 			k := runKey{r.Level, r.Repeat}
 			if r.Settings.Mode == runner.Closed {
@@ -180,7 +196,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 				if rec.Index < 0 || !owned[rec.Index%count] {
 					return nil, fmt.Errorf("%s: run %q: request %d is not in shards %v", inp.Name, r.Name, rec.Index, cover)
 				}
-				p.results = append(p.results, runner.FromRecord(rec, epoch))
+				p.records = append(p.records, *rec)
 			}
 			p.maxIn += r.Summary.MaxInFlight
 			p.warmup += r.Summary.WarmupRequests
@@ -212,6 +228,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 
 	doc := &report.Document{}
 	var reps []report.Run
+	repeats := hasRepeats(in)
 	for i, k := range order {
 		p := parts[k]
 		if p.inputs != len(in) {
@@ -225,12 +242,12 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			// Every shard ran its own users: together, the sum.
 			set.Concurrency = p.users
 			level = float64(p.users)
-			name = fmt.Sprintf("concurrency=%d", p.users)
-			if k.repeat > 0 && hasRepeats(in) {
-				name += fmt.Sprintf(" repeat=%d", k.repeat)
+			name = campaign.RunName(runner.Closed, level, 0)
+			if repeats {
+				name = campaign.RunName(runner.Closed, level, k.repeat)
 			}
 		}
-		slices.SortFunc(p.results, func(a, b client.Result) int { return a.Index - b.Index })
+		slices.SortFunc(p.records, func(a, b report.Record) int { return a.Index - b.Index })
 		target := 0.0
 		if set.Mode == runner.Open {
 			// The schedule's rate, or the covered shards' part of it.
@@ -239,33 +256,27 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 				target = set.Rate * float64(p.covered) / float64(count)
 			}
 		}
-		sum := runner.Summarize(p.results, runner.SummaryConfig{
-			SLO:          set.SLO,
-			Prices:       cost.Prices{GPUHourlyUSD: set.Cost.GPUHourlyUSD, GPUs: set.Cost.GPUs, OverheadHours: set.Cost.OverheadHours},
-			TargetRate:   target,
-			MeasureStart: epoch.Add(time.Duration(set.WarmupSeconds * float64(time.Second))),
+		sum := stats.Summarize(p.records, stats.SummaryConfig{
+			SLO:        set.SLO,
+			Prices:     cost.Prices{GPUHourlyUSD: set.Cost.GPUHourlyUSD, GPUs: set.Cost.GPUs, OverheadHours: set.Cost.OverheadHours},
+			TargetRate: target,
+			Warmup:     time.Duration(set.WarmupSeconds * float64(time.Second)),
 		})
 		// The shards' maxima may not have coincided: an upper bound.
 		sum.MaxInFlight = p.maxIn
 		sum.WarmupRequests = p.warmup
 		if sum.RateNotAchieved {
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf(warnPrefix+"%s: target rate %.4g/s NOT achieved: sent %.4g/s, schedule lag p50 %.3gs p99 %.3gs",
-				name, target, sum.AchievedRatePerSecond, sum.ScheduleLag.P50, sum.ScheduleLag.P99))
+			meta.Warnings = append(meta.Warnings, warnPrefix+campaign.RateWarning(name, target, sum))
 		}
 		run := report.Run{Name: name, Settings: set, Summary: sum, Level: level, Repeat: k.repeat}
 		if opt.EmbedRequests {
-			run.Requests = make([]report.Request, len(p.results))
-			for j := range p.results {
-				run.Requests[j] = runner.Record(&p.results[j], epoch)
-			}
+			run.Requests = p.records
 		}
 		doc.Runs = append(doc.Runs, run)
 		reps = append(reps, run)
-		// Close a level: aggregate its repeats as sweep does.
+		// Close a level: aggregate its repeats as a sweep does.
 		if i+1 == len(order) || order[i+1].level != k.level {
-			if len(reps) > 1 {
-				doc.Runs = append(doc.Runs, output.Aggregate(reps))
-			}
+			campaign.CloseLevel(doc, reps)
 			reps = nil
 		}
 	}
@@ -274,7 +285,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 }
 
 // coverage returns the shards an input covers and the settings.shard its
-// non-aggregate runs carry: a worker's one shard (its --shard, "" for a
+// non-aggregate runs carry: a worker's one shard (its own, "" for a
 // single process: 0/1), or the shards a merged report lists in
 // metadata.shards (its runs' settings.shard is "").
 func coverage(inp Input) ([]schedule.Shard, string, error) {

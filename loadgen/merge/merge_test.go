@@ -8,45 +8,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
-// synth returns the result request k of the schedule would get from a
-// deterministic server: latencies depend only on k, every 17th request
-// fails with HTTP 500, every 29th with a timeout.
-func synth(k int, start time.Time, off time.Duration) client.Result {
-	intended := start.Add(off)
+// synth returns the record request k of the schedule, intended at off
+// after the start of the run, would get from a deterministic server:
+// latencies depend only on k, every 17th request fails with HTTP 500,
+// every 29th with a timeout.
+func synth(k int, off time.Duration) report.Record {
 	lag := time.Duration(k%5) * 300 * time.Microsecond
-	r := client.Result{Index: k, Intended: intended, Sent: intended.Add(lag), Model: "m", PromptTokens: 100 + k%13}
-	r.FirstByte = r.Sent.Add(2 * time.Millisecond)
+	r := report.Record{Index: k, Intended: off, Sent: off + lag, Model: "m", PromptTokens: 100 + k%13}
+	r.FirstByte = r.Sent + 2*time.Millisecond
 	switch {
 	case k%17 == 0:
-		r.Status, r.ErrorClass, r.Err = 500, report.ErrHTTP5xx, "HTTP 500: injected"
+		r.Status, r.ErrorClass, r.Error = 500, report.ErrHTTP5xx, "HTTP 500: injected"
 		r.End = r.FirstByte
 		return r
 	case k%29 == 0:
-		r.ErrorClass, r.Err = report.ErrTimeout, "no complete answer within --timeout 1s"
-		r.End = r.Sent.Add(time.Second)
+		r.ErrorClass, r.Error = report.ErrTimeout, "no complete answer within the request timeout 1s"
+		r.End = r.Sent + time.Second
 		return r
 	}
 	r.Status = 200
 	ttft := 20*time.Millisecond + time.Duration(k*7919%50)*time.Millisecond + time.Duration(k*31%1000)*time.Microsecond
-	r.FirstToken = r.Sent.Add(ttft)
+	r.FirstToken = r.Sent + ttft
 	chunks := 3 + k%6
 	at := ttft
 	for c := 0; c < chunks; c++ {
 		if c > 0 {
 			at += time.Duration(5+k*c%11) * time.Millisecond
 		}
-		r.ChunkOffsets = append(r.ChunkOffsets, int64(at))
+		r.ChunkOffsets = append(r.ChunkOffsets, at)
 		r.ChunkTokens = append(r.ChunkTokens, int32(1+c%3))
 		r.OutputTokens += 1 + c%3
 	}
-	r.End = r.Sent.Add(at + time.Millisecond)
+	r.End = r.Sent + at + time.Millisecond
 	return r
 }
 
@@ -65,17 +65,15 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	settings := report.Settings{Mode: runner.Open, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 		Endpoint: "chat", Model: "m", Seed: 42, SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 		Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
-	sumCfg := func(start time.Time) runner.SummaryConfig {
-		return runner.SummaryConfig{SLO: settings.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate, MeasureStart: start}
-	}
+	sumCfg := stats.SummaryConfig{SLO: settings.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate}
 
 	// One process.
 	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	var all []client.Result
+	var all []report.Record
 	for k, off := range offsets {
-		all = append(all, synth(k, start, off))
+		all = append(all, synth(k, off))
 	}
-	want := runner.Summarize(all, sumCfg(start))
+	want := stats.Summarize(all, sumCfg)
 
 	// Four shards, each with its own start and report file.
 	dir := t.TempDir()
@@ -83,19 +81,18 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	for i := 0; i < shards; i++ {
 		sh := schedule.Shard{Index: i, Count: shards}
 		st := start.Add(time.Duration(i)*137*time.Millisecond + 3*time.Hour)
-		var res []client.Result
+		// Each shard's record times count from its own start.
+		var res []report.Record
 		for k, off := range offsets {
 			if sh.Owns(k) {
-				res = append(res, synth(k, st, off))
+				res = append(res, synth(k, off))
 			}
 		}
 		set := settings
 		set.Shard = sh.String()
-		run := report.Run{Name: fmt.Sprintf("rate=%g", rate), Settings: set, Summary: runner.Summarize(res, sumCfg(st)), Level: rate, Repeat: 1}
+		run := report.Run{Name: fmt.Sprintf("rate=%g", rate), Settings: set, Summary: stats.Summarize(res, sumCfg), Level: rate, Repeat: 1,
+			Requests: res}
 		run.Summary.MaxInFlight = 3
-		for j := range res {
-			run.Requests = append(run.Requests, runner.Record(&res[j], st))
-		}
 		doc := &report.Document{Metadata: report.Metadata{Command: "run", Model: "m", Endpoint: "chat", Seed: 42, Started: st,
 			Finished: st.Add(time.Minute), Shards: []string{sh.String()}}, Runs: []report.Run{run}}
 		path := filepath.Join(dir, fmt.Sprintf("shard%d.json", i))
@@ -153,12 +150,12 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 }
 
 func TestMergeRejects(t *testing.T) {
-	run := func(shard string, recs []report.Request, seed int64) *report.Document {
+	run := func(shard string, recs []report.Record, seed int64) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: seed, Model: "m"}, Runs: []report.Run{{
 			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 1, Shard: shard, Seed: seed},
 			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
 	}
-	rec := []report.Request{{Index: 0, SentNanos: 1, EndNanos: 2}}
+	rec := []report.Record{{Index: 0, Sent: 1, End: 2}}
 	noRecs := run("0/2", nil, 1)
 	noRecs.Runs[0].Summary.RequestsCompleted = 5
 	mergedNoRecs := run("", nil, 1)
@@ -170,20 +167,20 @@ func TestMergeRejects(t *testing.T) {
 		want string
 	}{
 		{"none", nil, "no input reports"},
-		{"no records", []Input{{"a.json", noRecs}}, "a.json: run \"rate=1\" has no per-request records"},
+		{"no records", []Input{{"a.json", noRecs}}, "a.json: run \"rate=1\" has no per-request records (run the shards with Shard, or EmbedRequests)"},
 		{"duplicate shard", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("0/2", rec, 1)}}, "b.json: shard 0/2 also in a.json"},
 		{"shard counts", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
 		{"seeds", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/2", rec, 2)}}, "b.json: seed 2"},
 		{"no runs", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "run"}}}}, "a.json: no runs to merge"},
 		{"merged without shards", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: merged report without metadata.shards"},
-		{"merged without records", []Input{{"a.json", mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without --embed-requests"},
+		{"merged without records", []Input{{"a.json", mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
 		{"foreign record", []Input{{"a.json", run("1/2", rec, 1)}}, "a.json: run \"rate=1\": request 0 is not in shards [1/2]"},
 	} {
 		if _, err := Merge(tc.in, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	a, b := run("0/2", rec, 1), run("1/2", []report.Request{{Index: 1, SentNanos: 1, EndNanos: 2}}, 1)
+	a, b := run("0/2", rec, 1), run("1/2", []report.Record{{Index: 1, Sent: 1, End: 2}}, 1)
 	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{}); err != nil {
 		t.Fatalf("valid shards: %v", err)
 	}
@@ -197,23 +194,19 @@ func TestMergeRejects(t *testing.T) {
 // per worker, 2 repeats) from two workers: users add up, every repeat is
 // merged and each level gets its aggregate.
 func TestMergeSweepRepeats(t *testing.T) {
-	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	worker := func(shard int) Input {
 		d := &report.Document{Metadata: report.Metadata{Command: "sweep", Model: "m", Seed: 3}}
 		for _, level := range []float64{2, 4} {
 			for rep := 1; rep <= 2; rep++ {
-				var res []client.Result
+				var res []report.Record
 				for k := shard; k < 40; k += 2 {
-					r := synth(k+rep, start, time.Duration(k)*10*time.Millisecond)
+					r := synth(k+rep, time.Duration(k)*10*time.Millisecond)
 					r.Index = k // a repeat runs the schedule from index 0 again
 					res = append(res, r)
 				}
 				run := report.Run{Name: fmt.Sprintf("concurrency=%d repeat=%d", int(level), rep), Level: level, Repeat: rep,
 					Settings: report.Settings{Mode: runner.Closed, Concurrency: int(level), Shard: fmt.Sprintf("%d/2", shard), Seed: 3},
-					Summary:  runner.Summarize(res, runner.SummaryConfig{MeasureStart: start})}
-				for j := range res {
-					run.Requests = append(run.Requests, runner.Record(&res[j], start))
-				}
+					Summary:  stats.Summarize(res, stats.SummaryConfig{}), Requests: res}
 				d.Runs = append(d.Runs, run)
 			}
 			d.Runs = append(d.Runs, report.Run{Name: fmt.Sprintf("concurrency=%d (mean of 2)", int(level)), Level: level, Aggregate: true})

@@ -3,6 +3,7 @@ package merge
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
@@ -13,13 +14,13 @@ import (
 // (no single nonce replays the merged run), and counts the records of
 // requests interrupted on a worker as interrupted, not as failures.
 func TestMergeNoncesAndInterrupted(t *testing.T) {
-	worker := func(shard, nonce string, recs ...report.Request) *report.Document {
+	worker := func(shard, nonce string, recs ...report.Record) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m", PromptNonce: nonce}, Runs: []report.Run{{
 			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 1, Shard: shard, Seed: 1, Prompts: report.PromptsDistinct},
 			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
 	}
-	ok0 := report.Request{Index: 0, SentNanos: 1, FirstTokenNanos: 5, EndNanos: 9, Status: 200, OutputTokens: 1, ChunkOffsetsNanos: []int64{4}, ChunkTokens: []int32{1}}
-	cut1 := report.Request{Index: 1, SentNanos: 2, EndNanos: 7, ErrorClass: report.ErrInterrupted, Error: "context canceled"}
+	ok0 := report.Record{Index: 0, Sent: 1, FirstToken: 5, End: 9, Status: 200, OutputTokens: 1, ChunkOffsets: []time.Duration{4}, ChunkTokens: []int32{1}}
+	cut1 := report.Record{Index: 1, Sent: 2, End: 7, ErrorClass: report.ErrInterrupted, Error: "context canceled"}
 	for _, tc := range []struct {
 		name      string
 		a, b      string

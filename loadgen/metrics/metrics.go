@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -140,12 +139,12 @@ func (m *Metrics) cost() (total, perRequest, perMillionOut float64) {
 func (m *Metrics) Started() { m.inFlight.Inc() }
 
 // Finished implements runner.Observer.
-func (m *Metrics) Finished(r *client.Result, warmup bool) {
+func (m *Metrics) Finished(r *report.Record, warmup bool) {
 	m.inFlight.Dec()
-	if r.Canceled {
+	if r.Interrupted() {
 		return
 	}
-	m.lag.Observe(r.Sent.Sub(r.Intended).Seconds())
+	m.lag.Observe((r.Sent - r.Intended).Seconds())
 	if !r.OK() {
 		m.requests.WithLabelValues(r.ErrorClass).Inc()
 		return
@@ -159,13 +158,13 @@ func (m *Metrics) Finished(r *client.Result, warmup bool) {
 		m.outTokens += float64(r.OutputTokens)
 		m.mu.Unlock()
 	}
-	e2e := r.End.Sub(r.Intended).Seconds()
+	e2e := (r.End - r.Intended).Seconds()
 	m.e2e.Observe(e2e)
-	if d := r.End.Sub(r.Sent).Seconds(); d > 0 && r.OutputTokens > 0 {
+	if d := (r.End - r.Sent).Seconds(); d > 0 && r.OutputTokens > 0 {
 		m.tps.Observe(float64(r.OutputTokens) / d)
 	}
-	if !r.FirstToken.IsZero() {
-		ttft := r.FirstToken.Sub(r.Intended).Seconds()
+	if r.FirstToken != 0 {
+		ttft := (r.FirstToken - r.Intended).Seconds()
 		m.ttft.Observe(ttft)
 		if r.OutputTokens > 1 {
 			m.tpot.Observe((e2e - ttft) / float64(r.OutputTokens-1))

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -22,13 +21,13 @@ func TestMetrics(t *testing.T) {
 	m := New(reg, Labels{Target: "http://127.0.0.1:1/v1", Model: "m", Scenario: "s"}, Info{RunID: "r1", Version: "v", Endpoint: "chat", Mode: "closed"},
 		cost.Prices{GPUHourlyUSD: 3.6, GPUs: 2}, func() time.Time { return clock })
 	m.Start()
-	t0 := time.Unix(2000, 0)
-	ok := client.Result{Intended: t0, Sent: t0.Add(time.Millisecond), FirstToken: t0.Add(51 * time.Millisecond), End: t0.Add(71 * time.Millisecond),
-		PromptTokens: 10, OutputTokens: 5, ChunkOffsets: []int64{50e6, 60e6, 70e6}, ChunkTokens: []int32{1, 2, 2}}
+	t0 := 2 * time.Second // offsets from the run's start
+	ok := report.Record{Intended: t0, Sent: t0 + time.Millisecond, FirstToken: t0 + 51*time.Millisecond, End: t0 + 71*time.Millisecond,
+		PromptTokens: 10, OutputTokens: 5, ChunkOffsets: []time.Duration{50e6, 60e6, 70e6}, ChunkTokens: []int32{1, 2, 2}}
 	m.Started()
 	m.Finished(&ok, false)
 	m.Started()
-	m.Finished(&client.Result{ErrorClass: report.ErrHTTP429, Intended: t0, Sent: t0}, false)
+	m.Finished(&report.Record{ErrorClass: report.ErrHTTP429, Intended: t0, Sent: t0}, false)
 	clock = clock.Add(10 * time.Second)
 
 	if got := testutil.ToFloat64(m.requests.WithLabelValues("success")); got != 1 {

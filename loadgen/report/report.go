@@ -1,7 +1,9 @@
-// Package report defines the JSON report written by `gpulens-loadgen run`,
-// `sweep` and `merge` and read by the HTML report. It is the contract between
-// the runner and every consumer of its results: fields may be added, never
-// renamed.
+// Package report defines the load generator's data: the report document
+// (Document: metadata, runs, summaries) that a campaign and a merge
+// produce and the text and HTML reports render, and the per-request
+// record (Record) that the client fills, the runner collects, loadgen/stats
+// summarises and a report embeds. Its JSON is the contract with every
+// consumer of the results: fields may be added, never renamed.
 //
 // Units follow Prometheus conventions: durations in seconds, rates per
 // second, money in US dollars, ratios 0–1.
@@ -9,42 +11,23 @@ package report
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"time"
+
+	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/loadgen/outfile"
 )
 
 // SchemaVersion is the version of the document layout written by Write.
 const SchemaVersion = 1
-
-// Error classes used as keys of Summary.Errors.
-const (
-	ErrTimeout      = "timeout"
-	ErrConnect      = "connect"
-	ErrHTTP429      = "http_429"
-	ErrHTTP4xx      = "http_4xx"
-	ErrHTTP5xx      = "http_5xx"
-	ErrStreamBroken = "stream_broken"
-	ErrParse        = "parse"
-	// ErrCancelledAtEnd: the request was still in flight when the run's
-	// duration and its grace period (Settings.GracePeriodSeconds) had
-	// passed, and was cancelled.
-	ErrCancelledAtEnd = "cancelled_at_end"
-)
-
-// ErrorClasses lists every error class in a stable order.
-var ErrorClasses = []string{ErrTimeout, ErrConnect, ErrHTTP429, ErrHTTP4xx, ErrHTTP5xx, ErrStreamBroken, ErrCancelledAtEnd, ErrParse}
-
-// ErrInterrupted is the error_class of the raw record of a request that was
-// in flight when the run was interrupted (Ctrl-C, SIGTERM). It is not a
-// failure class: such requests are counted in Summary.RequestsInterrupted,
-// neither completed nor failed.
-const ErrInterrupted = "interrupted"
 
 // Prompt modes (Settings.Prompts).
 const (
@@ -105,10 +88,26 @@ type Metadata struct {
 	// that could not be delivered.
 	Warnings []string `json:"warnings,omitempty"`
 	GPU      *GPUInfo `json:"gpu,omitempty"`
-	// SaturationLevel is, after a sweep with --saturation, the highest level
+	// SaturationLevel is, after a saturation search, the highest level
 	// that met the SLOs; SaturationReason says why the search stopped.
 	SaturationLevel  float64 `json:"saturation_level,omitempty"`
 	SaturationReason string  `json:"saturation_reason,omitempty"`
+}
+
+// Stamp marks the metadata as written by this build of gpulens-loadgen:
+// the tool's name, version, revision and Go version
+// (prometheus/common/version), and a new RunID.
+func (m *Metadata) Stamp() {
+	m.Tool = "gpulens-loadgen"
+	m.Version, m.Revision, m.GoVersion = version.Version, version.Revision, runtime.Version()
+	m.RunID = RandomID()
+}
+
+// RandomID returns 16 random hex digits (a run ID, a prompt nonce).
+func RandomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // GPUInfo is what a gpulens exporter reported during the run.
@@ -154,52 +153,12 @@ type Run struct {
 	Level     float64  `json:"level"`
 	Repeat    int      `json:"repeat"`
 	Aggregate bool     `json:"aggregate"`
-	// Requests are the raw per-request records of the run, embedded when
-	// the run was started with --shard or --embed-requests, so that `merge`
-	// can recompute every statistic (exact percentiles included) over the
+	// Requests are the per-request records of the run, embedded when the
+	// run was sharded or asked to embed them, so that a merge can
+	// recompute every statistic (exact percentiles included) over the
 	// union of the shards. Absent from aggregate runs.
-	Requests []Request `json:"requests,omitempty"`
+	Requests []Record `json:"requests,omitempty"`
 }
-
-// Request is the raw record of one measured request: in a report's
-// Run.Requests and, one JSON object per line, in the --save-requests file.
-// Times are integer nanoseconds after the start of the run (the instant the
-// schedule's offsets count from), so that records round-trip exactly;
-// ChunkOffsetsNanos are nanoseconds after the actual send, one per chunk
-// that carried generated text, and ChunkTokens the output tokens each
-// carried. A zero FirstByteNanos or FirstTokenNanos means it never came.
-type Request struct {
-	// Run, Level and Repeat name the run; set in --save-requests lines only.
-	Run    string  `json:"run,omitempty"`
-	Level  float64 `json:"level,omitempty"`
-	Repeat int     `json:"repeat,omitempty"`
-
-	Index           int    `json:"index"`
-	IntendedNanos   int64  `json:"intended_ns"`
-	SentNanos       int64  `json:"sent_ns"`
-	FirstByteNanos  int64  `json:"first_byte_ns,omitempty"`
-	FirstTokenNanos int64  `json:"first_token_ns,omitempty"`
-	EndNanos        int64  `json:"end_ns"`
-	Status          int    `json:"status,omitempty"`
-	ErrorClass      string `json:"error_class,omitempty"`
-	Error           string `json:"error,omitempty"`
-	Model           string `json:"model,omitempty"`
-
-	PromptTokens    int  `json:"prompt_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	TokensEstimated bool `json:"tokens_estimated,omitempty"`
-	UsageMismatch   bool `json:"usage_mismatch,omitempty"`
-	// KernelTimestamps: the token times are the kernel's receive times of
-	// the bytes, not when the load generator's reads returned.
-	KernelTimestamps bool `json:"kernel_timestamps,omitempty"`
-
-	ChunkOffsetsNanos []int64 `json:"chunk_offsets_ns,omitempty"`
-	ChunkTokens       []int32 `json:"chunk_tokens,omitempty"`
-}
-
-// Interrupted reports whether the record is of a request that was in
-// flight when the run was interrupted (ErrInterrupted).
-func (r *Request) Interrupted() bool { return r.ErrorClass == ErrInterrupted }
 
 // Settings are every knob that shaped a run.
 type Settings struct {

@@ -1,6 +1,6 @@
 // Package runner drives requests at a server in closed loop (a fixed number
 // of concurrent users) or open loop (a seeded arrival schedule), and
-// collects one client.Result per request.
+// collects one report.Record per request.
 package runner
 
 import (
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 )
@@ -24,9 +25,10 @@ const (
 	Open   = "open"
 )
 
-// Doer sends one request (client.Client).
+// Doer sends one request (client.Client) and returns its record, times
+// counted from start.
 type Doer interface {
-	Do(ctx context.Context, r client.Request, intended time.Time) client.Result
+	Do(ctx context.Context, r client.Request, start, intended time.Time) report.Record
 }
 
 // Requester hands out request i (workload.Workload).
@@ -38,7 +40,7 @@ type Requester interface {
 // safe for concurrent use.
 type Observer interface {
 	Started()
-	Finished(r *client.Result, warmup bool)
+	Finished(r *report.Record, warmup bool)
 }
 
 // Config describes a run.
@@ -74,26 +76,26 @@ func (c *Config) Validate() error {
 	switch c.Mode {
 	case Closed:
 		if c.Concurrency < 1 {
-			return fmt.Errorf("--concurrency must be at least 1, got %d", c.Concurrency)
+			return option.Errorf("%s must be at least 1, got %d", option.Name("Concurrency"), c.Concurrency)
 		}
 	case Open:
 		if err := c.Schedule.Validate(); err != nil {
 			return err
 		}
 		if c.MaxConcurrency < 0 {
-			return fmt.Errorf("--max-concurrency must not be negative, got %d", c.MaxConcurrency)
+			return option.Errorf("%s must not be negative, got %d", option.Name("MaxConcurrency"), c.MaxConcurrency)
 		}
 	default:
-		return fmt.Errorf("mode %q: set --concurrency or --rate", c.Mode)
+		return option.Errorf("%s %q: want %q (set %s) or %q (set %s)", option.Name("Mode"), c.Mode, Closed, option.Name("Concurrency"), Open, option.Name("Rate"))
 	}
 	if c.Duration <= 0 && c.Requests <= 0 {
-		return fmt.Errorf("set --duration or --requests")
+		return option.Errorf("set %s or %s", option.Name("Duration"), option.Name("Requests"))
 	}
 	if c.Duration < 0 || c.Requests < 0 || c.Warmup < 0 || c.RampUp < 0 {
-		return fmt.Errorf("--duration, --requests, --warmup and --ramp-up must not be negative")
+		return option.Errorf("%s, %s, %s and %s must not be negative", option.Name("Duration"), option.Name("Requests"), option.Name("Warmup"), option.Name("RampUp"))
 	}
 	if c.GracePeriod < 0 {
-		return fmt.Errorf("grace period must not be negative, got %v", c.GracePeriod)
+		return option.Errorf("%s must not be negative, got %v", option.Name("GracePeriod"), c.GracePeriod)
 	}
 	if c.Shard.Count == 0 {
 		c.Shard = schedule.Shard{Index: 0, Count: 1}
@@ -103,14 +105,16 @@ func (c *Config) Validate() error {
 
 // Outcome is what a run measured.
 type Outcome struct {
-	// Results are the measured (non-warmup) requests that completed or
-	// failed, in order of completion; those cancelled at the end of the
-	// grace period are failures (report.ErrCancelledAtEnd).
-	Results []client.Result
-	// InFlight are the measured requests that were in flight when ctx was
-	// cancelled (the run was interrupted), as far as they got: Canceled
-	// set, not in Results. Summarize counts them as interrupted.
-	InFlight []client.Result
+	// Results are the records of the measured (non-warmup) requests that
+	// completed or failed, in order of completion, times counted from
+	// Start; those cancelled at the end of the grace period are failures
+	// (report.ErrCancelledAtEnd).
+	Results []report.Record
+	// InFlight are the records of the measured requests that were in
+	// flight when ctx was cancelled (the run was interrupted), as far as
+	// they got: error class report.ErrInterrupted, not in Results.
+	// stats.Summarize counts them as interrupted.
+	InFlight []report.Record
 	Warmup   int
 	// Start is when the run started; MeasureStart = Start + Warmup.
 	Start, MeasureStart, End time.Time
@@ -147,13 +151,12 @@ func (c *collector) begin() {
 	}
 }
 
-func (c *collector) finish(r client.Result, warmup bool) {
+func (c *collector) finish(r report.Record, warmup bool) {
 	c.inFlight.Add(-1)
-	if r.Canceled && c.ended.Load() && c.parent.Err() == nil {
+	if r.Interrupted() && c.ended.Load() && c.parent.Err() == nil {
 		// Cancelled by the run itself, not by its caller: a failure.
-		r.Canceled = false
 		r.ErrorClass = report.ErrCancelledAtEnd
-		r.Err = fmt.Sprintf("still in flight %v after the end of the run's duration: cancelled", c.grace)
+		r.Error = fmt.Sprintf("still in flight %v after the end of the run's duration: cancelled", c.grace)
 	}
 	if c.obs != nil {
 		c.obs.Finished(&r, warmup)
@@ -161,7 +164,7 @@ func (c *collector) finish(r client.Result, warmup bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case r.Canceled:
+	case r.Interrupted():
 		c.out.Canceled++
 		if !warmup {
 			c.out.InFlight = append(c.out.InFlight, r)
@@ -256,7 +259,7 @@ func runClosed(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requeste
 					return
 				}
 				col.begin()
-				res := doer.Do(reqCtx, reqs.Request(k), t)
+				res := doer.Do(reqCtx, reqs.Request(k), start, t)
 				col.finish(res, warm)
 			}
 		}()
@@ -291,7 +294,7 @@ func runOpen(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requester,
 	// load generator's allocation, and each garbage collection it triggers
 	// delays sends.
 	col.mu.Lock()
-	col.out.Results = make([]client.Result, 0, min(len(offsets)/cfg.Shard.Count+1, 1<<20))
+	col.out.Results = make([]report.Record, 0, min(len(offsets)/cfg.Shard.Count+1, 1<<20))
 	col.mu.Unlock()
 	// Pre-spawned workers; beyond them a goroutine per request unless
 	// MaxConcurrency caps the number in flight. 64 cover rate × latency
@@ -307,7 +310,7 @@ func runOpen(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requester,
 	var wg sync.WaitGroup
 	do := func(j job) {
 		col.begin()
-		res := doer.Do(reqCtx, reqs.Request(j.k), j.intended)
+		res := doer.Do(reqCtx, reqs.Request(j.k), start, j.intended)
 		col.finish(res, j.warm)
 	}
 	for w := 0; w < workers; w++ {

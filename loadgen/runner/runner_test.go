@@ -72,7 +72,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `data: {"model":"fake","choices":[{"delta":{"content":%q}}]}`+"\n\n", text)
 		fl.Flush()
 	}
-	sim, _ := json.Marshal(client.SimTimestamps{ArrivalUnixNano: arrival, FirstTokenUnixNano: times[0], TokenUnixNanos: times})
+	sim, _ := json.Marshal(report.SimTimestamps{ArrivalUnixNano: arrival, FirstTokenUnixNano: times[0], TokenUnixNanos: times})
 	fmt.Fprintf(w, `data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":%d},"gpulens_sim":%s}`+"\n\ndata: [DONE]\n\n", f.chunks*f.perChunk, sim)
 	fl.Flush()
 }
@@ -110,10 +110,10 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 	var slowest float64
 	for _, r := range out.Results {
 		if r.OK() {
-			slowest = max(slowest, r.FirstToken.Sub(r.Intended).Seconds())
+			slowest = max(slowest, (r.FirstToken - r.Intended).Seconds())
 		}
 	}
-	s := Summarize(out.Results, SummaryConfig{SLO: report.SLO{TTFTSeconds: slowest}, Prices: cost.Prices{GPUHourlyUSD: 3.6, GPUs: 1}, MeasureStart: out.MeasureStart})
+	s := stats.Summarize(out.Results, stats.SummaryConfig{SLO: report.SLO{TTFTSeconds: slowest}, Prices: cost.Prices{GPUHourlyUSD: 3.6, GPUs: 1}})
 	if s.RequestsCompleted != 19 || s.RequestsFailed != 1 || s.Errors[report.ErrHTTP5xx] != 1 {
 		t.Fatalf("completed %d failed %d errors %v", s.RequestsCompleted, s.RequestsFailed, s.Errors)
 	}
@@ -125,6 +125,7 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 	// Precision is measured by the benchmarks in loadgen/acceptance, not
 	// asserted here.
 	const clocks = time.Millisecond
+	unix := func(d time.Duration) int64 { return out.Start.Add(d).UnixNano() } // a record's time on the wall clock
 	for _, r := range out.Results {
 		if !r.OK() {
 			continue
@@ -133,18 +134,18 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 			t.Fatalf("request %d: server timestamps %+v for %d chunks", r.Index, r.Sim, len(r.ChunkOffsets))
 		}
 		srvTTFT := time.Duration(r.Sim.FirstTokenUnixNano - r.Sim.ArrivalUnixNano)
-		cliTTFT := r.FirstToken.Sub(r.Sent)
+		cliTTFT := r.FirstToken - r.Sent
 		if srvTTFT < f.ttft {
 			t.Fatalf("request %d: server TTFT %v below the injected %v", r.Index, srvTTFT, f.ttft)
 		}
-		if cliTTFT < srvTTFT-clocks || r.Sent.UnixNano() > r.Sim.ArrivalUnixNano+int64(clocks) {
+		if cliTTFT < srvTTFT-clocks || unix(r.Sent) > r.Sim.ArrivalUnixNano+int64(clocks) {
 			t.Errorf("request %d: client TTFT %v, server TTFT %v: the client cannot see the token sooner", r.Index, cliTTFT, srvTTFT)
 		}
-		if !r.FirstToken.Equal(r.Sent.Add(time.Duration(r.ChunkOffsets[0]))) || r.End.Before(r.FirstToken) {
-			t.Errorf("request %d: first token %v, first chunk at %v, end %v", r.Index, cliTTFT, time.Duration(r.ChunkOffsets[0]), r.End.Sub(r.Sent))
+		if r.FirstToken != r.Sent+r.ChunkOffsets[0] || r.End < r.FirstToken {
+			t.Errorf("request %d: first token %v, first chunk at %v, end %v", r.Index, cliTTFT, r.ChunkOffsets[0], r.End-r.Sent)
 		}
 		for i, off := range r.ChunkOffsets {
-			if seen := r.Sent.UnixNano() + off; seen < r.Sim.TokenUnixNanos[i]-int64(clocks) {
+			if seen := unix(r.Sent + off); seen < r.Sim.TokenUnixNanos[i]-int64(clocks) {
 				t.Errorf("request %d: chunk %d seen %v before the server wrote it", r.Index, i, time.Duration(r.Sim.TokenUnixNanos[i]-seen))
 			}
 			if i > 0 && off < r.ChunkOffsets[i-1] {
@@ -192,7 +193,7 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 	within(t, "cost total", s.Cost.TotalUSD, wantCost, 1e-12)
 	within(t, "cost per request", s.Cost.PerRequestUSD, wantCost/19, 1e-12)
 	// A TTFT SLO below the injected TTFT makes every request bad.
-	s2 := Summarize(out.Results, SummaryConfig{SLO: report.SLO{TTFTSeconds: 0.010}})
+	s2 := stats.Summarize(out.Results, stats.SummaryConfig{SLO: report.SLO{TTFTSeconds: 0.010}})
 	if s2.GoodRequests != 0 || s2.GoodputPerSecond != 0 {
 		t.Errorf("tight SLO: good %d", s2.GoodRequests)
 	}
@@ -210,7 +211,7 @@ func TestOpenLoopStallCorrected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Summarize(out.Results, SummaryConfig{TargetRate: 50, MeasureStart: out.MeasureStart})
+	s := stats.Summarize(out.Results, stats.SummaryConfig{TargetRate: 50})
 	if s.RequestsCompleted != 6 {
 		t.Fatalf("completed %d", s.RequestsCompleted)
 	}
@@ -232,10 +233,10 @@ func TestOpenLoopStallCorrected(t *testing.T) {
 	// flight), to a first token seen after the server wrote it and before
 	// the end of its own stream.
 	results := slices.Clone(out.Results)
-	slices.SortFunc(results, func(a, b client.Result) int { return a.Index - b.Index })
+	slices.SortFunc(results, func(a, b report.Record) int { return a.Index - b.Index })
 	var fromSends []float64
 	for i, r := range results {
-		corrected, fromSend, lag := r.FirstToken.Sub(r.Intended), r.FirstToken.Sub(r.Sent), r.Sent.Sub(r.Intended)
+		corrected, fromSend, lag := r.FirstToken-r.Intended, r.FirstToken-r.Sent, r.Sent-r.Intended
 		fromSends = append(fromSends, fromSend.Seconds())
 		if corrected != fromSend+lag {
 			t.Errorf("request %d: corrected TTFT %v ≠ from-send %v + lag %v", r.Index, corrected, fromSend, lag)
@@ -243,11 +244,11 @@ func TestOpenLoopStallCorrected(t *testing.T) {
 		if min := time.Duration(r.Index) * 85 * time.Millisecond; lag < min-time.Millisecond {
 			t.Errorf("request %d: lag %v, want ≥ %v", r.Index, lag, min)
 		}
-		if r.Index != i || (i > 0 && r.Sent.Before(results[i-1].End)) {
+		if r.Index != i || (i > 0 && r.Sent < results[i-1].End) {
 			t.Errorf("request %d sent at %v, before request %d ended at %v", r.Index, r.Sent, i-1, results[max(i-1, 0)].End)
 		}
-		if r.Sim == nil || r.FirstToken.UnixNano() < r.Sim.FirstTokenUnixNano-int64(time.Millisecond) || r.End.Before(r.FirstToken) {
-			t.Errorf("request %d: first token %v from send, end %v; server timestamps %+v", r.Index, fromSend, r.End.Sub(r.Sent), r.Sim)
+		if r.Sim == nil || out.Start.Add(r.FirstToken).UnixNano() < r.Sim.FirstTokenUnixNano-int64(time.Millisecond) || r.End < r.FirstToken {
+			t.Errorf("request %d: first token %v from send, end %v; server timestamps %+v", r.Index, fromSend, r.End-r.Sent, r.Sim)
 		}
 	}
 	if want := stats.Dist(fromSends); s.TTFTFromSend.P50 != want.P50 || s.TTFTFromSend.Max != want.Max || s.TTFTFromSend.P50 < 0.105-eps {
@@ -270,10 +271,10 @@ func TestSeededRunRepeats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.SortFunc(out.Results, func(a, b client.Result) int { return a.Index - b.Index })
+		slices.SortFunc(out.Results, func(a, b report.Record) int { return a.Index - b.Index })
 		var sched []time.Duration
 		for _, r := range out.Results {
-			sched = append(sched, r.Intended.Sub(out.Start))
+			sched = append(sched, r.Intended)
 		}
 		schedules = append(schedules, sched)
 		prompts = append(prompts, f.prompts)
@@ -326,7 +327,7 @@ type cancelAfter struct {
 
 func (c *cancelAfter) Started() {}
 
-func (c *cancelAfter) Finished(*client.Result, bool) {
+func (c *cancelAfter) Finished(*report.Record, bool) {
 	if c.done.Add(1) == c.n {
 		c.once.Do(func() {
 			c.at = time.Now()
@@ -350,17 +351,5 @@ func TestWarmupExcluded(t *testing.T) {
 		if r.Index < 10 {
 			t.Fatalf("warmup request %d measured", r.Index)
 		}
-	}
-}
-
-func TestITLTokenLevel(t *testing.T) {
-	r := &client.Result{ChunkOffsets: []int64{10e6, 16e6, 16e6, 40e6}, ChunkTokens: []int32{1, 3, 0, 2}}
-	got := ITL(r)
-	want := []float64{0.002, 0.002, 0.002, 0.012, 0.012}
-	if len(got) != len(want) {
-		t.Fatalf("ITL = %v", got)
-	}
-	for i := range want {
-		within(t, "gap", got[i], want[i], 1e-12)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpulens/gpulens/loadgen/option"
 )
 
 // Arrival processes.
@@ -35,19 +37,19 @@ type Config struct {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) {
-		return fmt.Errorf("--rate must be a positive number, got %v", c.Rate)
+		return option.Errorf("%s must be a positive number, got %v", option.Name("Rate"), c.Rate)
 	}
 	switch c.Arrival {
 	case Constant, Poisson:
 	case Gamma:
 		if !(c.Burstiness > 0) {
-			return fmt.Errorf("--burstiness must be positive for gamma arrivals, got %v", c.Burstiness)
+			return option.Errorf("%s must be positive for gamma arrivals, got %v", option.Name("Burstiness"), c.Burstiness)
 		}
 	default:
-		return fmt.Errorf("--arrival %q: must be constant, poisson or gamma", c.Arrival)
+		return option.Errorf("%s %q: must be constant, poisson or gamma", option.Name("Arrival"), c.Arrival)
 	}
 	if c.RampUp < 0 {
-		return fmt.Errorf("--ramp-up must not be negative, got %s", c.RampUp)
+		return option.Errorf("%s must not be negative, got %s", option.Name("RampUp"), c.RampUp)
 	}
 	return nil
 }
@@ -132,7 +134,7 @@ func ParseShard(s string) (Shard, error) {
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return Shard{}, fmt.Errorf("--shard %q: want i/N with 0 ≤ i < N", s)
+		return Shard{}, option.Errorf("%s %q: want i/N with 0 ≤ i < N", option.Name("Shard"), s)
 	}
 	return Shard{i, n}, nil
 }

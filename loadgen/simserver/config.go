@@ -13,8 +13,9 @@ package simserver
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/gpulens/gpulens/loadgen/option"
 )
 
 // DefaultModel is the model name served when Config.Model is empty.
@@ -108,8 +109,8 @@ func DefaultConfig() Config {
 // Fixed reports whether the config selects fixed mode.
 func (c *Config) Fixed() bool { return c.FixedTTFT != 0 || c.FixedITL != 0 }
 
-// Validate fills defaults for unset fields and reports the first bad value,
-// named like its command-line flag.
+// Validate fills defaults for unset fields and reports every bad value,
+// naming the field (an option.Error).
 func (c *Config) Validate() error {
 	if c.Model == "" {
 		c.Model = DefaultModel
@@ -124,47 +125,47 @@ func (c *Config) Validate() error {
 		c.TokensPerChunk = 1
 	}
 	var errs []error
-	nonNeg := func(name string, d time.Duration) {
+	nonNeg := func(name option.Name, d time.Duration) {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("--sim.%s must not be negative, got %s", name, d))
+			errs = append(errs, option.Errorf("%s must not be negative, got %s", name, d))
 		}
 	}
-	nonNeg("prefill-per-token", c.PrefillPerToken)
-	nonNeg("decode-base", c.DecodeBase)
-	nonNeg("decode-per-seq", c.DecodePerSeq)
-	nonNeg("ttft", c.FixedTTFT)
-	nonNeg("itl", c.FixedITL)
-	nonNeg("stall-duration", c.StallDuration)
-	count := func(name string, v int) {
+	nonNeg("PrefillPerToken", c.PrefillPerToken)
+	nonNeg("DecodeBase", c.DecodeBase)
+	nonNeg("DecodePerSeq", c.DecodePerSeq)
+	nonNeg("FixedTTFT", c.FixedTTFT)
+	nonNeg("FixedITL", c.FixedITL)
+	nonNeg("StallDuration", c.StallDuration)
+	count := func(name option.Name, v int) {
 		if v < 0 {
-			errs = append(errs, fmt.Errorf("--sim.%s must not be negative, got %d", name, v))
+			errs = append(errs, option.Errorf("%s must not be negative, got %d", name, v))
 		}
 	}
-	count("max-batch", c.MaxBatch)
-	count("kv-capacity-tokens", c.KVCapacityTokens)
-	count("max-queue", c.MaxQueue)
-	if c.OutputTokensMean < 1 {
-		errs = append(errs, fmt.Errorf("--sim.output-tokens-mean must be at least 1, got %d", c.OutputTokensMean))
+	count("MaxBatch", c.MaxBatch)
+	count("KVCapacityTokens", c.KVCapacityTokens)
+	count("MaxQueue", c.MaxQueue)
+	atLeast1 := func(name option.Name, v int) {
+		if v < 1 {
+			errs = append(errs, option.Errorf("%s must be at least 1, got %d", name, v))
+		}
 	}
-	if c.MaxOutputTokens < 1 {
-		errs = append(errs, fmt.Errorf("--sim.max-output-tokens must be at least 1, got %d", c.MaxOutputTokens))
-	}
-	if c.TokensPerChunk < 1 {
-		errs = append(errs, fmt.Errorf("--sim.tokens-per-chunk must be at least 1, got %d", c.TokensPerChunk))
-	}
+	atLeast1("OutputTokensMean", c.OutputTokensMean)
+	atLeast1("MaxOutputTokens", c.MaxOutputTokens)
+	atLeast1("TokensPerChunk", c.TokensPerChunk)
 	if c.Jitter < 0 || c.Jitter >= 1 {
-		errs = append(errs, fmt.Errorf("--sim.jitter must be in [0, 1), got %g", c.Jitter))
+		errs = append(errs, option.Errorf("%s must be in [0, 1), got %g", option.Name("Jitter"), c.Jitter))
 	}
-	prob := func(name string, p float64) {
+	prob := func(name option.Name, p float64) {
 		if !(p >= 0 && p <= 1) {
-			errs = append(errs, fmt.Errorf("--sim.%s must be a probability in [0, 1], got %g", name, p))
+			errs = append(errs, option.Errorf("%s must be a probability in [0, 1], got %g", name, p))
 		}
 	}
-	prob("error-rate", c.ErrorRate)
-	prob("disconnect-rate", c.DisconnectRate)
-	prob("stall-rate", c.StallRate)
+	prob("ErrorRate", c.ErrorRate)
+	prob("DisconnectRate", c.DisconnectRate)
+	prob("StallRate", c.StallRate)
 	if !c.Fixed() && c.DecodeBase == 0 && c.DecodePerSeq == 0 {
-		errs = append(errs, errors.New("--sim.decode-base and --sim.decode-per-seq are both zero: set one, or use fixed mode (--sim.ttft/--sim.itl)"))
+		errs = append(errs, option.Errorf("%s and %s are both zero: set one, or use fixed mode (%s/%s)",
+			option.Name("DecodeBase"), option.Name("DecodePerSeq"), option.Name("FixedTTFT"), option.Name("FixedITL")))
 	}
 	return errors.Join(errs...)
 }

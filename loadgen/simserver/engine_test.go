@@ -186,12 +186,12 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"negative ttft", func(c *Config) { c.FixedTTFT = -1 }, "--sim.ttft must not be negative, got -1ns"},
-		{"jitter", func(c *Config) { c.Jitter = 1 }, "--sim.jitter must be in [0, 1), got 1"},
-		{"error rate", func(c *Config) { c.ErrorRate = 1.5 }, "--sim.error-rate must be a probability in [0, 1], got 1.5"},
-		{"chunk", func(c *Config) { c.TokensPerChunk = -2 }, "--sim.tokens-per-chunk must be at least 1, got -2"},
-		{"no timing", func(c *Config) { c.DecodeBase, c.DecodePerSeq = 0, 0 }, "--sim.decode-base and --sim.decode-per-seq are both zero: set one, or use fixed mode (--sim.ttft/--sim.itl)"},
-		{"max batch", func(c *Config) { c.MaxBatch = -1 }, "--sim.max-batch must not be negative, got -1"},
+		{"negative ttft", func(c *Config) { c.FixedTTFT = -1 }, "FixedTTFT must not be negative, got -1ns"},
+		{"jitter", func(c *Config) { c.Jitter = 1 }, "Jitter must be in [0, 1), got 1"},
+		{"error rate", func(c *Config) { c.ErrorRate = 1.5 }, "ErrorRate must be a probability in [0, 1], got 1.5"},
+		{"chunk", func(c *Config) { c.TokensPerChunk = -2 }, "TokensPerChunk must be at least 1, got -2"},
+		{"no timing", func(c *Config) { c.DecodeBase, c.DecodePerSeq = 0, 0 }, "DecodeBase and DecodePerSeq are both zero: set one, or use fixed mode (FixedTTFT/FixedITL)"},
+		{"max batch", func(c *Config) { c.MaxBatch = -1 }, "MaxBatch must not be negative, got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

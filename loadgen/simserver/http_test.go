@@ -441,7 +441,7 @@ func TestFaults(t *testing.T) {
 	t.Run("error rate", func(t *testing.T) {
 		_, url := startServer(t, Config{FixedTTFT: time.Millisecond, ErrorRate: 1})
 		resp, body := post(t, url+"/v1/chat/completions", chatBody(`,"stream":true`))
-		if resp.StatusCode != 500 || !strings.Contains(string(body), `"message":"simulated internal error (--sim.error-rate)"`) {
+		if resp.StatusCode != 500 || !strings.Contains(string(body), `"message":"simulated internal error (the configured error rate)"`) {
 			t.Errorf("status %d body %s", resp.StatusCode, body)
 		}
 		if got := counterValue(t, scrape(t, url), "gpulens_sim_faults_injected_total", "fault", "error"); got != 1 {

@@ -260,7 +260,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()
-		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (--sim.error-rate)")
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (the configured error rate)")
 		return
 	}
 	if s.cfg.KVCapacityTokens > 0 && r.kv > s.cfg.KVCapacityTokens {

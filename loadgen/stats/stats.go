@@ -1,5 +1,9 @@
-// Package stats computes distributions, run summaries and across-repeat
-// statistics.
+// Package stats summarises what was measured: Summarize turns a run's
+// per-request records (report.Record) into its report.Summary — latency
+// distributions, throughput, goodput, cost — and Aggregate combines the
+// repeats of a level into means with Student-t 95 % confidence intervals.
+// Dist, Percentile and Interval are the arithmetic under both. The
+// formulas are documented in docs/loadgen-metrics.md.
 package stats
 
 import (

@@ -1,61 +1,60 @@
-package runner
+package stats
 
 import (
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
-// SummaryConfig holds what Summarize needs besides the results.
+// SummaryConfig holds what Summarize needs besides the records.
 type SummaryConfig struct {
 	SLO        report.SLO
 	Prices     cost.Prices
 	TargetRate float64 // open loop; 0 in closed loop
-	// MeasureStart begins the measurement window (after warmup).
-	MeasureStart time.Time
+	// Warmup is the offset from the run's start at which the measurement
+	// window begins (or at the first intended send, when that is earlier).
+	Warmup time.Duration
 }
 
-// Summarize computes the report summary of measured results. The formulas
-// are documented in docs/loadgen-metrics.md. Results of requests that were
-// in flight when the run was interrupted (Canceled: Outcome.InFlight) are
+// Summarize computes the report summary of measured records. The formulas
+// are documented in docs/loadgen-metrics.md. Records of requests that were
+// in flight when the run was interrupted (report.ErrInterrupted) are
 // counted in RequestsInterrupted and nowhere else.
-func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
+func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 	s := report.Summary{Errors: map[string]int{}}
 	var (
 		ttft, itl, tpot, e2e, ttftSend, e2eSend, otps, inTok, outTok, lag []float64
-		lastEnd, firstSent, lastSent                                      time.Time
-		firstIntended, lastIntended                                       time.Time
+		lastEnd, firstSent, lastSent                                      time.Duration
+		firstIntended, lastIntended                                       time.Duration
 		busy                                                              time.Duration
 	)
 	secs := func(d time.Duration) float64 { return d.Seconds() }
 	n := 0 // completed or failed
-	for i := range results {
-		r := &results[i]
-		if r.Canceled {
+	for i := range records {
+		r := &records[i]
+		if r.Interrupted() {
 			s.RequestsInterrupted++
 			continue
 		}
 		n++
-		if firstSent.IsZero() || r.Sent.Before(firstSent) {
+		if n == 1 || r.Sent < firstSent {
 			firstSent = r.Sent
 		}
-		if r.Sent.After(lastSent) {
+		if n == 1 || r.Sent > lastSent {
 			lastSent = r.Sent
 		}
-		if firstIntended.IsZero() || r.Intended.Before(firstIntended) {
+		if n == 1 || r.Intended < firstIntended {
 			firstIntended = r.Intended
 		}
-		if r.Intended.After(lastIntended) {
+		if n == 1 || r.Intended > lastIntended {
 			lastIntended = r.Intended
 		}
-		if r.End.After(lastEnd) {
+		if n == 1 || r.End > lastEnd {
 			lastEnd = r.End
 		}
-		busy += r.End.Sub(r.Sent)
-		lag = append(lag, secs(r.Sent.Sub(r.Intended)))
+		busy += r.End - r.Sent
+		lag = append(lag, secs(r.Sent-r.Intended))
 		if !r.OK() {
 			s.RequestsFailed++
 			s.Errors[r.ErrorClass]++
@@ -76,24 +75,24 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 		s.OutputTokensTotal += int64(r.OutputTokens)
 		inTok = append(inTok, float64(in))
 		outTok = append(outTok, float64(r.OutputTokens))
-		reqE2E := secs(r.End.Sub(r.Intended))
+		reqE2E := secs(r.End - r.Intended)
 		e2e = append(e2e, reqE2E)
-		e2eSend = append(e2eSend, secs(r.End.Sub(r.Sent)))
-		if r.OutputTokens > 0 && r.End.After(r.Sent) {
-			otps = append(otps, float64(r.OutputTokens)/secs(r.End.Sub(r.Sent)))
+		e2eSend = append(e2eSend, secs(r.End-r.Sent))
+		if r.OutputTokens > 0 && r.End > r.Sent {
+			otps = append(otps, float64(r.OutputTokens)/secs(r.End-r.Sent))
 		}
 		good := true
 		if cfg.SLO.E2ESeconds > 0 && reqE2E > cfg.SLO.E2ESeconds {
 			good = false
 		}
-		if r.FirstToken.IsZero() {
+		if r.FirstToken == 0 {
 			if cfg.SLO.TTFTSeconds > 0 {
 				good = false
 			}
 		} else {
-			reqTTFT := secs(r.FirstToken.Sub(r.Intended))
+			reqTTFT := secs(r.FirstToken - r.Intended)
 			ttft = append(ttft, reqTTFT)
-			ttftSend = append(ttftSend, secs(r.FirstToken.Sub(r.Sent)))
+			ttftSend = append(ttftSend, secs(r.FirstToken-r.Sent))
 			if cfg.SLO.TTFTSeconds > 0 && reqTTFT > cfg.SLO.TTFTSeconds {
 				good = false
 			}
@@ -110,18 +109,18 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 		}
 		itl = appendITL(itl, r)
 	}
-	s.TTFT, s.ITL, s.TPOT, s.E2E = stats.Dist(ttft), stats.Dist(itl), stats.Dist(tpot), stats.Dist(e2e)
-	s.TTFTFromSend, s.E2EFromSend = stats.Dist(ttftSend), stats.Dist(e2eSend)
-	s.RequestOutputTokensPerSecond = stats.Dist(otps)
-	s.InputTokens, s.OutputTokens = stats.Dist(inTok), stats.Dist(outTok)
-	s.ScheduleLag = stats.Dist(lag)
+	s.TTFT, s.ITL, s.TPOT, s.E2E = Dist(ttft), Dist(itl), Dist(tpot), Dist(e2e)
+	s.TTFTFromSend, s.E2EFromSend = Dist(ttftSend), Dist(e2eSend)
+	s.RequestOutputTokensPerSecond = Dist(otps)
+	s.InputTokens, s.OutputTokens = Dist(inTok), Dist(outTok)
+	s.ScheduleLag = Dist(lag)
 
-	start := cfg.MeasureStart
-	if start.IsZero() || (!firstIntended.IsZero() && firstIntended.Before(start)) {
+	start := cfg.Warmup
+	if n > 0 && firstIntended < start {
 		start = firstIntended
 	}
-	if lastEnd.After(start) {
-		s.DurationSeconds = secs(lastEnd.Sub(start))
+	if lastEnd > start {
+		s.DurationSeconds = secs(lastEnd - start)
 	}
 	if d := s.DurationSeconds; d > 0 {
 		s.RequestThroughput = float64(s.RequestsCompleted) / d
@@ -133,16 +132,16 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 	if n := s.RequestsCompleted + s.RequestsFailed; n > 0 {
 		s.GoodputRatio = float64(s.GoodRequests) / float64(n)
 	}
-	if n > 1 && lastSent.After(firstSent) {
-		s.AchievedRatePerSecond = float64(n-1) / secs(lastSent.Sub(firstSent))
+	if n > 1 && lastSent > firstSent {
+		s.AchievedRatePerSecond = float64(n-1) / secs(lastSent-firstSent)
 	} else if d := s.DurationSeconds; d > 0 {
 		s.AchievedRatePerSecond = float64(n) / d
 	}
 	if cfg.TargetRate > 0 {
 		s.TargetRatePerSecond = cfg.TargetRate
 		scheduled := cfg.TargetRate
-		if n > 1 && lastIntended.After(firstIntended) {
-			scheduled = float64(n-1) / secs(lastIntended.Sub(firstIntended))
+		if n > 1 && lastIntended > firstIntended {
+			scheduled = float64(n-1) / secs(lastIntended-firstIntended)
 		}
 		// Behind by more than 5 % of the scheduled rate, or the median send
 		// was late by more than one mean inter-arrival time.
@@ -153,13 +152,10 @@ func Summarize(results []client.Result, cfg SummaryConfig) report.Summary {
 }
 
 // appendITL adds the token-level inter-token latencies of r
-// (client.Result.InterTokenLatencies).
-func appendITL(dst []float64, r *client.Result) []float64 {
+// (report.Record.InterTokenLatencies).
+func appendITL(dst []float64, r *report.Record) []float64 {
 	for g := range r.InterTokenLatencies() {
 		dst = append(dst, g)
 	}
 	return dst
 }
-
-// ITL returns the token-level inter-token latencies of one result.
-func ITL(r *client.Result) []float64 { return appendITL(nil, r) }

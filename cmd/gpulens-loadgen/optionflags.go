@@ -1,0 +1,58 @@
+package main
+
+import "github.com/gpulens/gpulens/loadgen/option"
+
+// The libraries name their options in errors as their configurations do
+// (package option); these maps spell each option as the flag that sets it.
+
+// loadFlagNames are the options of run, sweep and merge.
+var loadFlagNames = map[option.Name]string{
+	"BaseURL":        "--target",
+	"Endpoint":       "--endpoint",
+	"Timeout":        "--timeout",
+	"APIKey":         "the API key (--api-key-file or $OPENAI_API_KEY)",
+	"Concurrency":    "--concurrency",
+	"Rate":           "--rate",
+	"Arrival":        "--arrival",
+	"Burstiness":     "--burstiness",
+	"MaxConcurrency": "--max-concurrency",
+	"Duration":       "--duration",
+	"Requests":       "--requests",
+	"Warmup":         "--warmup",
+	"RampUp":         "--ramp-up",
+	"GracePeriod":    "--grace-period",
+	"Shard":          "--shard",
+	"GPUHourlyUSD":   "--cost.gpu-hourly-usd",
+	"GPUs":           "--cost.gpus",
+	"OverheadHours":  "--cost.overhead-hours",
+	"EmbedRequests":  "--embed-requests",
+	"Repeats":        "--repeats",
+	"MaxTokens":      "--max-tokens",
+	"PromptNonce":    "--prompt-nonce",
+	"Prompts":        "--prompts",
+}
+
+// simFlagNames are the options of sim (simserver.Config).
+var simFlagNames = map[option.Name]string{
+	"PrefillPerToken":  "--sim.prefill-per-token",
+	"DecodeBase":       "--sim.decode-base",
+	"DecodePerSeq":     "--sim.decode-per-seq",
+	"FixedTTFT":        "--sim.ttft",
+	"FixedITL":         "--sim.itl",
+	"StallDuration":    "--sim.stall-duration",
+	"MaxBatch":         "--sim.max-batch",
+	"KVCapacityTokens": "--sim.kv-capacity-tokens",
+	"MaxQueue":         "--sim.max-queue",
+	"OutputTokensMean": "--sim.output-tokens-mean",
+	"MaxOutputTokens":  "--sim.max-output-tokens",
+	"TokensPerChunk":   "--sim.tokens-per-chunk",
+	"Jitter":           "--sim.jitter",
+	"ErrorRate":        "--sim.error-rate",
+	"DisconnectRate":   "--sim.disconnect-rate",
+	"StallRate":        "--sim.stall-rate",
+}
+
+// flagged returns err with the options it names spelled as flags.
+func flagged(flags map[option.Name]string, err error) error {
+	return option.Rename(err, func(n option.Name) string { return flags[n] })
+}

@@ -1,0 +1,394 @@
+// Package campaign runs a load-generation campaign and returns its report
+// document. A Plan is levels (users in closed loop, requests per second in
+// open loop) × repeats, with an optional saturation rule; Options are
+// everything else about each run. Run executes every run with
+// loadgen/runner (prompts of its own unless reuse was asked for),
+// summarises its records with loadgen/stats, names it, warns when a
+// target rate was not achieved, aggregates the repeats of each level, stops
+// a saturation search where goodput drops or failures pass the threshold,
+// and fills the metadata (run ID, nonce, target without credentials, GPU
+// facts from an exporter).
+//
+// gpulens-loadgen's run and sweep map their flags to a Plan and Options,
+// serve the live metrics an Observer records, and write what Run returns.
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/gpuinfo"
+	"github.com/gpulens/gpulens/loadgen/option"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/stats"
+	"github.com/gpulens/gpulens/loadgen/workload"
+)
+
+// Plan is what a campaign runs.
+type Plan struct {
+	Command string // "run" or "sweep": the report's metadata.command
+	// Mode is runner.Closed (Levels are numbers of users) or runner.Open
+	// (Levels are requests per second of the whole schedule).
+	Mode    string
+	Levels  []float64
+	Repeats int // runs per level (at least 1)
+	// Saturation, when set, stops after the first level whose failed
+	// share passes MaxErrorRatio or whose goodput is below the best so far,
+	// and names the highest level meeting the SLOs.
+	Saturation *Saturation
+}
+
+// Saturation is the rule of a saturation search.
+type Saturation struct {
+	MaxErrorRatio   float64 // stop when the failed share passes this
+	MinGoodputRatio float64 // a level meets the SLOs at this goodput ratio
+}
+
+// Options are everything about each run besides its level.
+type Options struct {
+	// Client is how requests are sent. MaxConns 0: enough connections
+	// for the plan.
+	Client client.Config
+	// Workload makes the prompts. With Prompts report.PromptsDistinct and
+	// no Nonce, a nonce is drawn.
+	Workload workload.Config
+	Prompts  string // report.PromptsDistinct or report.PromptsReuse
+	// Run is every run's configuration; Mode, Concurrency, Schedule.Rate,
+	// Schedule.RampUp and Schedule.Seed come from the plan, RampUp and the
+	// workload's seed. GracePeriod 0: runner.DefaultGracePeriod.
+	Run    runner.Config
+	SLO    report.SLO
+	Prices cost.Prices
+	// Scenario is a free-form name, recorded in the metadata.
+	Scenario string
+	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
+	// the GPU facts of the metadata.
+	ExporterURL string
+	// EmbedRequests embeds every run's records in the report
+	// (runs[].requests), as a merge needs; always on for a shard.
+	EmbedRequests bool
+	// KeepRecords returns every run's records, named, in Result.Records.
+	KeepRecords bool
+	Logger      *slog.Logger // nil: discard
+}
+
+// Observer watches a campaign live (live metrics, a progress line): every
+// request (runner.Observer), and the start and end of every run. It must
+// be safe for concurrent use.
+type Observer interface {
+	runner.Observer
+	RunStarted(name string)
+	RunEnded(name string)
+}
+
+// Result is what a campaign measured.
+type Result struct {
+	Document *report.Document
+	// Records are every run's records with Run, Level and Repeat set (with
+	// Options.KeepRecords).
+	Records []report.Record
+	// Completed and Failed count the measured requests of every run.
+	Completed, Failed int
+}
+
+// Campaign is a validated plan, ready to run.
+type Campaign struct {
+	plan   Plan
+	opt    Options
+	client *client.Client
+	work   *workload.Workload
+	meta   report.Metadata
+	log    *slog.Logger
+}
+
+// New validates the plan and the options (an error names the option at
+// fault: package option) and prepares the campaign. Nothing is sent.
+func New(p Plan, o Options) (*Campaign, error) {
+	if p.Repeats < 1 {
+		return nil, option.Errorf("%s must be at least 1, got %d", option.Name("Repeats"), p.Repeats)
+	}
+	if len(p.Levels) == 0 {
+		return nil, option.Errorf("%s: no levels given", option.Name("Levels"))
+	}
+	if err := o.Prices.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Workload.MaxTokens < 0 {
+		return nil, option.Errorf("%s must not be negative, got %d", option.Name("MaxTokens"), o.Workload.MaxTokens)
+	}
+	switch {
+	case o.Workload.Nonce != "":
+		if err := workload.ValidateNonce(o.Workload.Nonce); err != nil {
+			return nil, option.Errorf("%s: %w", option.Name("PromptNonce"), err)
+		}
+	case o.Prompts == report.PromptsDistinct:
+		o.Workload.Nonce = report.RandomID()
+	case o.Prompts != report.PromptsReuse:
+		return nil, option.Errorf("%s %q: want %q or %q", option.Name("Prompts"), o.Prompts, report.PromptsDistinct, report.PromptsReuse)
+	}
+	if o.Run.GracePeriod == 0 {
+		o.Run.GracePeriod = runner.DefaultGracePeriod
+	}
+	if o.Client.MaxConns == 0 {
+		o.Client.MaxConns = o.Run.MaxConcurrency
+		for _, l := range p.Levels {
+			if p.Mode == runner.Closed {
+				o.Client.MaxConns = max(o.Client.MaxConns, int(l))
+			}
+		}
+		if o.Client.MaxConns == 0 {
+			o.Client.MaxConns = 1024
+		}
+	}
+	cl, err := client.New(o.Client)
+	if err != nil {
+		return nil, err
+	}
+	c := &Campaign{plan: p, opt: o, client: cl, work: workload.New(o.Workload), log: o.Logger}
+	for _, level := range p.Levels {
+		rc := c.runConfig(level)
+		if err := rc.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.meta = report.Metadata{Command: p.Command, Target: redactURL(o.Client.BaseURL), Endpoint: o.Client.Endpoint,
+		Model: o.Client.Model, Scenario: o.Scenario, Seed: o.Workload.Seed, PromptNonce: o.Workload.Nonce}
+	c.meta.Stamp()
+	if d := o.Workload.Dataset; d != nil {
+		c.meta.Dataset, c.meta.DatasetSHA256 = d.Name, d.SHA256
+	}
+	if o.Run.Shard.Count > 1 {
+		c.meta.Shards = []string{o.Run.Shard.String()}
+	}
+	return c, nil
+}
+
+// Metadata is the report's metadata as it stands before the campaign runs
+// (run ID, target, model, …).
+func (c *Campaign) Metadata() report.Metadata { return c.meta }
+
+// Run runs the campaign until its plan is done, its saturation rule stops
+// it or ctx is cancelled (the result then covers what was measured, with
+// metadata.interrupted set); obs, when not nil, watches. It returns an
+// error only for a run the runner refused.
+func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
+	res := &Result{Document: &report.Document{}}
+	meta := c.meta
+	meta.Started = time.Now().UTC()
+	var poller *gpuinfo.Poller
+	if c.opt.ExporterURL != "" {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		poller = gpuinfo.NewPoller(c.opt.ExporterURL, 2*time.Second, c.log)
+		go poller.Run(pctx)
+	}
+	best := -1.0 // the best goodput of a saturation search so far
+levels:
+	for _, level := range c.plan.Levels {
+		var reps []report.Run
+		for rep := 1; rep <= c.plan.Repeats; rep++ {
+			if ctx.Err() != nil {
+				meta.Interrupted = true // stopped between runs
+				break levels
+			}
+			run, err := c.run(ctx, obs, level, rep, res, &meta)
+			if err != nil {
+				return nil, err
+			}
+			res.Document.Runs = append(res.Document.Runs, run)
+			reps = append(reps, run)
+		}
+		judged := CloseLevel(res.Document, reps)
+		if sat := c.plan.Saturation; sat != nil {
+			if reason := c.saturated(*sat, level, judged.Summary, &best, &meta); reason != "" {
+				meta.SaturationReason = reason
+				break
+			}
+		}
+	}
+	meta.Finished = time.Now().UTC()
+	if poller != nil {
+		meta.GPU = poller.Info()
+	}
+	res.Document.Metadata = meta
+	if meta.Interrupted {
+		c.log.Warn("run interrupted: reports cover what was measured until then")
+	}
+	if c.plan.Saturation != nil {
+		c.log.Info("saturation search finished", "highest_level_meeting_slos", meta.SaturationLevel, "reason", meta.SaturationReason)
+	}
+	return res, nil
+}
+
+// run runs one level and repeat and returns its report run; it adds to
+// res's counts and records and to meta's server model, warnings and
+// interrupted flag.
+func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int, res *Result, meta *report.Metadata) (report.Run, error) {
+	o, rc := &c.opt, c.runConfig(level)
+	settings := report.Settings{Mode: c.plan.Mode, DurationSeconds: rc.Duration.Seconds(), Requests: rc.Requests,
+		WarmupSeconds: rc.Warmup.Seconds(), RampUpSeconds: rc.RampUp.Seconds(), TimeoutSeconds: o.Client.Timeout.Seconds(),
+		Endpoint: o.Client.Endpoint, Timestamps: "kernel", Model: o.Client.Model, InputTokens: o.Workload.Input.String(),
+		OutputTokens: o.Workload.Output.String(), Dataset: meta.Dataset, MaxTokens: o.Workload.MaxTokens, IgnoreEOS: o.Workload.IgnoreEOS,
+		Seed: o.Workload.Seed, Prompts: o.Prompts, SLO: o.SLO,
+		Cost: report.CostSettings{GPUHourlyUSD: o.Prices.GPUHourlyUSD, GPUs: o.Prices.GPUs, OverheadHours: o.Prices.OverheadHours}}
+	if o.Client.ReadTimestamps {
+		settings.Timestamps = "read"
+	}
+	if rc.Duration > 0 {
+		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
+	}
+	shards := max(o.Run.Shard.Count, 1)
+	if o.Run.Shard.Count > 0 {
+		settings.Shard = o.Run.Shard.String()
+	}
+	target := 0.0
+	if c.plan.Mode == runner.Closed {
+		settings.Concurrency = rc.Concurrency
+	} else {
+		settings.Rate, settings.Arrival, settings.Burstiness, settings.MaxConcurrency = level, rc.Schedule.Arrival, rc.Schedule.Burstiness, rc.MaxConcurrency
+		target = level / float64(shards) // a shard sends its 1/N of the schedule
+	}
+	// Distinct prompts: every level and repeat leads its prompts with a
+	// tag of its own (the variant is the same in a replay).
+	work := c.work
+	if o.Prompts == report.PromptsDistinct {
+		work = c.work.WithVariant(RunName(c.plan.Mode, level, rep))
+	}
+	name := RunName(c.plan.Mode, level, 0)
+	if c.plan.Repeats > 1 {
+		name = RunName(c.plan.Mode, level, rep)
+	}
+
+	var ro runner.Observer
+	if obs != nil {
+		ro = obs
+		obs.RunStarted(name)
+	}
+	out, err := runner.Run(ctx, rc, c.client, work, ro)
+	if obs != nil {
+		obs.RunEnded(name)
+	}
+	if err != nil {
+		return report.Run{}, err
+	}
+	// The requests in flight when the run was interrupted are summarised
+	// (as interrupted) and recorded with the rest.
+	all := append(out.Results[:len(out.Results):len(out.Results)], out.InFlight...)
+	sum := stats.Summarize(all, stats.SummaryConfig{SLO: o.SLO, Prices: o.Prices, TargetRate: target, Warmup: rc.Warmup})
+	sum.WarmupRequests, sum.MaxInFlight = out.Warmup, out.MaxInFlight
+	res.Completed += sum.RequestsCompleted
+	res.Failed += sum.RequestsFailed
+	for _, r := range out.Results {
+		if meta.ServerModel == "" && r.Model != "" {
+			meta.ServerModel = r.Model
+		}
+	}
+	run := report.Run{Name: name, Settings: settings, Summary: sum, Level: level, Repeat: rep}
+	if o.EmbedRequests || shards > 1 {
+		run.Requests = all
+	}
+	if o.KeepRecords {
+		for _, r := range all {
+			r.Run, r.Level, r.Repeat = name, level, rep
+			res.Records = append(res.Records, r)
+		}
+	}
+	c.log.Info("run finished", "run", name, "completed", sum.RequestsCompleted, "failed", sum.RequestsFailed,
+		"ttft_p50_seconds", sum.TTFT.P50, "itl_p50_seconds", sum.ITL.P50, "output_tokens_per_second", sum.OutputTokensPerSecond,
+		"goodput_per_second", sum.GoodputPerSecond)
+	if sum.RateNotAchieved {
+		c.log.Warn("target rate not achieved", "run", name, "target_rate_per_second", target,
+			"achieved_rate_per_second", sum.AchievedRatePerSecond, "schedule_lag_p99_seconds", sum.ScheduleLag.P99)
+		meta.Warnings = append(meta.Warnings, RateWarning(name, target, sum))
+	}
+	meta.Interrupted = meta.Interrupted || out.Interrupted
+	return run, nil
+}
+
+// runConfig is the runner configuration of one level.
+func (c *Campaign) runConfig(level float64) runner.Config {
+	rc := c.opt.Run
+	rc.Mode = c.plan.Mode
+	if rc.Mode == runner.Closed {
+		rc.Concurrency = int(level)
+	} else {
+		rc.Schedule.Rate, rc.Schedule.RampUp, rc.Schedule.Seed = level, rc.RampUp, c.opt.Workload.Seed
+	}
+	return rc
+}
+
+// saturated applies the saturation rule to the summary of a level (its
+// aggregate when it has repeats): it records the level in meta when it
+// meets the SLOs, and returns why the search stops there, or "".
+func (c *Campaign) saturated(sat Saturation, level float64, sum report.Summary, best *float64, meta *report.Metadata) string {
+	failed := 0.0
+	if n := sum.RequestsCompleted + sum.RequestsFailed; n > 0 {
+		failed = float64(sum.RequestsFailed) / float64(n)
+	}
+	if sum.GoodputRatio >= sat.MinGoodputRatio && failed <= sat.MaxErrorRatio {
+		meta.SaturationLevel = level
+	}
+	if failed > sat.MaxErrorRatio {
+		c.log.Info("saturation: error share above threshold, stopping", "level", level, "failed_ratio", failed)
+		return fmt.Sprintf("level %g: failed share %.3f above %.3f", level, failed, sat.MaxErrorRatio)
+	}
+	if *best >= 0 && sum.GoodputPerSecond < *best {
+		c.log.Info("saturation: goodput dropped, stopping", "level", level, "goodput_per_second", sum.GoodputPerSecond, "best", *best)
+		return fmt.Sprintf("level %g: goodput %.4g/s below best %.4g/s", level, sum.GoodputPerSecond, *best)
+	}
+	*best = max(*best, sum.GoodputPerSecond)
+	return ""
+}
+
+// RunName names the run of a level: "concurrency=8" (closed loop) or
+// "rate=2.5" (open loop), and " repeat=2" after it for a repeat > 0.
+func RunName(mode string, level float64, repeat int) string {
+	name := fmt.Sprintf("rate=%g", level)
+	if mode == runner.Closed {
+		name = fmt.Sprintf("concurrency=%d", int(level))
+	}
+	if repeat > 0 {
+		name += fmt.Sprintf(" repeat=%d", repeat)
+	}
+	return name
+}
+
+// RateWarning is the warning about a run that did not send at its target
+// rate (Summary.RateNotAchieved).
+func RateWarning(name string, target float64, s report.Summary) string {
+	return fmt.Sprintf("%s: target rate %.4g/s NOT achieved: sent %.4g/s, schedule lag p50 %.3gs p99 %.3gs", name, target,
+		s.AchievedRatePerSecond, s.ScheduleLag.P50, s.ScheduleLag.P99)
+}
+
+// CloseLevel ends a level whose runs (its repeats, in order, at least
+// one) doc holds: with more than one, it appends their aggregate
+// (stats.Aggregate). It returns the run that stands for the level: the
+// aggregate, or the only run.
+func CloseLevel(doc *report.Document, reps []report.Run) report.Run {
+	if len(reps) == 1 {
+		return reps[0]
+	}
+	agg := stats.Aggregate(reps)
+	doc.Runs = append(doc.Runs, agg)
+	return agg
+}
+
+// redactURL drops any user:password from a URL.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.IndexByte(rest, '@'); at >= 0 && (strings.IndexByte(rest, '/') < 0 || at < strings.IndexByte(rest, '/')) {
+			return u[:i+3] + rest[at+1:]
+		}
+	}
+	return u
+}

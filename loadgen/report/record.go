@@ -1,0 +1,179 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"time"
+)
+
+// Record is everything measured about one request: what the client
+// fills in, what the runner collects, what Summarize (loadgen/stats)
+// summarises, what a report embeds (Run.Requests) and the per-request file
+// holds one JSON object per line of (WriteRecords, ReadRecords), and what
+// a merge reads back and summarises again. It is the only per-request type.
+//
+// Times are offsets from the start of the run (the instant the schedule's
+// offsets count from), integer nanoseconds in JSON, so that records
+// round-trip exactly. A zero FirstByte or FirstToken means it never came.
+// ChunkOffsets are offsets from Sent, one per chunk that carried generated
+// text, and ChunkTokens the output tokens each carried.
+type Record struct {
+	// Run, Level and Repeat name the run; set in the per-request file only.
+	Run    string  `json:"run,omitempty"`
+	Level  float64 `json:"level,omitempty"`
+	Repeat int     `json:"repeat,omitempty"`
+
+	Index      int           `json:"index"`
+	Intended   time.Duration `json:"intended_ns"` // when the schedule wanted it sent
+	Sent       time.Duration `json:"sent_ns"`
+	FirstByte  time.Duration `json:"first_byte_ns,omitempty"`
+	FirstToken time.Duration `json:"first_token_ns,omitempty"`
+	// End is when the answer ended, or when the request was given up
+	// (timed out, cancelled).
+	End    time.Duration `json:"end_ns"`
+	Status int           `json:"status,omitempty"`
+	// ErrorClass is empty on success, one of ErrorClasses on failure, or
+	// ErrInterrupted.
+	ErrorClass string `json:"error_class,omitempty"`
+	// Error says what went wrong; the configured API key never appears in
+	// it.
+	Error string `json:"error,omitempty"`
+	// Model is the model the server said it used.
+	Model string `json:"model,omitempty"`
+
+	PromptTokens    int  `json:"prompt_tokens"`
+	OutputTokens    int  `json:"output_tokens"`
+	TokensEstimated bool `json:"tokens_estimated,omitempty"`
+	UsageMismatch   bool `json:"usage_mismatch,omitempty"`
+	// KernelTimestamps: the token times are the kernel's receive times of
+	// the bytes, not when the load generator's reads returned.
+	KernelTimestamps bool `json:"kernel_timestamps,omitempty"`
+
+	ChunkOffsets []time.Duration `json:"chunk_offsets_ns,omitempty"`
+	ChunkTokens  []int32         `json:"chunk_tokens,omitempty"`
+
+	// Sim holds the gpulens simulator's own timestamps of the request, when
+	// it sent them (accuracy benchmarks). Never written.
+	Sim *SimTimestamps `json:"-"`
+}
+
+// SimTimestamps are the server-side timestamps the gpulens simulator adds to
+// its final usage chunk (gpulens_sim).
+type SimTimestamps struct {
+	ArrivalUnixNano    int64   `json:"arrival_unix_nano"`
+	FirstTokenUnixNano int64   `json:"first_token_unix_nano"`
+	TokenUnixNanos     []int64 `json:"token_unix_nanos"`
+	// ChunkUnixNanos are when the server wrote each content chunk.
+	ChunkUnixNanos []int64 `json:"chunk_unix_nanos,omitempty"`
+}
+
+// Error classes used as keys of Summary.Errors.
+const (
+	ErrTimeout      = "timeout"
+	ErrConnect      = "connect"
+	ErrHTTP429      = "http_429"
+	ErrHTTP4xx      = "http_4xx"
+	ErrHTTP5xx      = "http_5xx"
+	ErrStreamBroken = "stream_broken"
+	ErrParse        = "parse"
+	// ErrCancelledAtEnd: the request was still in flight when the run's
+	// duration and its grace period (Settings.GracePeriodSeconds) had
+	// passed, and was cancelled.
+	ErrCancelledAtEnd = "cancelled_at_end"
+)
+
+// ErrorClasses lists every error class in a stable order.
+var ErrorClasses = []string{ErrTimeout, ErrConnect, ErrHTTP429, ErrHTTP4xx, ErrHTTP5xx, ErrStreamBroken, ErrCancelledAtEnd, ErrParse}
+
+// ErrInterrupted is the error class of a request that was in flight when
+// the run was interrupted (Ctrl-C, SIGTERM). It is not a failure class:
+// such requests are counted in Summary.RequestsInterrupted, neither
+// completed nor failed.
+const ErrInterrupted = "interrupted"
+
+// OK reports whether the request completed successfully.
+func (r *Record) OK() bool { return r.ErrorClass == "" }
+
+// Interrupted reports whether the request was in flight when the run was
+// interrupted (ErrInterrupted).
+func (r *Record) Interrupted() bool { return r.ErrorClass == ErrInterrupted }
+
+// InterTokenLatencies yields the token-level inter-token latencies of r in
+// seconds (docs/loadgen-metrics.md). Content chunks delivered by the same
+// read (equal offsets) form one group: the client saw their tokens at
+// once, so a group of K tokens arriving Δ after the previous group yields K
+// values Δ/K, never K−1 zeros. The tokens of the first group are covered by
+// TTFT.
+func (r *Record) InterTokenLatencies() iter.Seq[float64] {
+	return func(yield func(float64) bool) {
+		var (
+			prevT, curT time.Duration
+			curK        int64
+			havePrev    bool
+		)
+		finish := func() bool {
+			if havePrev {
+				g := float64(curT-prevT) / 1e9 / float64(curK)
+				for j := int64(0); j < curK; j++ {
+					if !yield(g) {
+						return false
+					}
+				}
+			}
+			prevT, havePrev = curT, true
+			return true
+		}
+		for i, off := range r.ChunkOffsets {
+			k := int64(1)
+			if i < len(r.ChunkTokens) {
+				k = int64(r.ChunkTokens[i])
+			}
+			if k <= 0 {
+				continue
+			}
+			if curK > 0 && off == curT {
+				curK += k
+				continue
+			}
+			if curK > 0 && !finish() {
+				return
+			}
+			curT, curK = off, k
+		}
+		if curK > 0 {
+			finish()
+		}
+	}
+}
+
+// WriteRecords writes one record per line as JSON (the per-request file).
+func WriteRecords(w io.Writer, recs []Record) error {
+	enc := json.NewEncoder(w)
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadRecords reads what WriteRecords wrote.
+func ReadRecords(r io.Reader) ([]Record, error) {
+	var recs []Record
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return recs, fmt.Errorf("record on line %d: %w", line, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, sc.Err()
+}

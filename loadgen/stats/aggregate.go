@@ -1,0 +1,86 @@
+package stats
+
+import (
+	"strconv"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// Aggregate combines the repeats of one level: every scalar metric becomes
+// the mean across repeats, with its stddev and Student-t 95 % CI in Stats;
+// counts are summed.
+func Aggregate(reps []report.Run) report.Run {
+	agg := report.Run{Name: reps[0].Name, Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
+	if i := len(agg.Name) - len(" repeat=1"); i > 0 && agg.Name[i:] == " repeat=1" {
+		agg.Name = agg.Name[:i]
+	}
+	agg.Name += " (mean of " + strconv.Itoa(len(reps)) + ")"
+	s := &agg.Summary
+	s.Errors = map[string]int{}
+	s.Stats = map[string]report.Stat{}
+	// Means of every metric are written back into the aggregate summary.
+	for _, m := range report.Scalars {
+		vals := make([]float64, len(reps))
+		for i := range reps {
+			vals[i] = m.Get(&reps[i].Summary)
+		}
+		s.Stats[m.Name] = Interval(vals)
+	}
+	dists := []struct {
+		dst *report.Dist
+		get func(*report.Summary) *report.Dist
+	}{
+		{&s.TTFT, func(x *report.Summary) *report.Dist { return &x.TTFT }},
+		{&s.ITL, func(x *report.Summary) *report.Dist { return &x.ITL }},
+		{&s.TPOT, func(x *report.Summary) *report.Dist { return &x.TPOT }},
+		{&s.E2E, func(x *report.Summary) *report.Dist { return &x.E2E }},
+		{&s.ScheduleLag, func(x *report.Summary) *report.Dist { return &x.ScheduleLag }},
+		{&s.TTFTFromSend, func(x *report.Summary) *report.Dist { return &x.TTFTFromSend }},
+		{&s.E2EFromSend, func(x *report.Summary) *report.Dist { return &x.E2EFromSend }},
+	}
+	n := float64(len(reps))
+	for _, d := range dists {
+		for i := range reps {
+			v := d.get(&reps[i].Summary)
+			d.dst.Count += v.Count
+			d.dst.Mean += v.Mean / n
+			d.dst.Stddev += v.Stddev / n
+			d.dst.P50 += v.P50 / n
+			d.dst.P90 += v.P90 / n
+			d.dst.P95 += v.P95 / n
+			d.dst.P99 += v.P99 / n
+			d.dst.Max = max(d.dst.Max, v.Max)
+		}
+	}
+	for i := range reps {
+		r := &reps[i].Summary
+		s.RequestsCompleted += r.RequestsCompleted
+		s.RequestsFailed += r.RequestsFailed
+		s.RequestsInterrupted += r.RequestsInterrupted
+		s.WarmupRequests += r.WarmupRequests
+		s.GoodRequests += r.GoodRequests
+		s.InputTokensTotal += r.InputTokensTotal
+		s.OutputTokensTotal += r.OutputTokensTotal
+		s.UsageMismatches += r.UsageMismatches
+		s.KernelTimestamped += r.KernelTimestamped
+		s.TokensEstimated = s.TokensEstimated || r.TokensEstimated
+		s.RateNotAchieved = s.RateNotAchieved || r.RateNotAchieved
+		s.MaxInFlight = max(s.MaxInFlight, r.MaxInFlight)
+		for k, v := range r.Errors {
+			s.Errors[k] += v
+		}
+		s.TargetRatePerSecond = r.TargetRatePerSecond
+	}
+	mean := func(k string) float64 { return s.Stats[k].Mean }
+	s.RequestThroughput = mean("request_throughput_per_second")
+	s.OutputTokensPerSecond = mean("output_tokens_per_second")
+	s.TotalTokensPerSecond = mean("total_tokens_per_second")
+	s.GoodputPerSecond = mean("goodput_per_second")
+	s.GoodputRatio = mean("goodput_ratio")
+	s.AchievedRatePerSecond = mean("achieved_rate_per_second")
+	s.DurationSeconds = mean("duration_seconds")
+	s.Cost = report.Cost{PerRequestUSD: mean("cost.per_request_usd"), Per1kRequestsUSD: mean("cost.per_1k_requests_usd"),
+		PerMillionInputTokensUSD: mean("cost.per_million_input_tokens_usd"), PerMillionOutputTokensUSD: mean("cost.per_million_output_tokens_usd"),
+		TotalUSD: mean("cost.total_usd")}
+	return agg
+}

@@ -1,0 +1,86 @@
+// Package textreport writes a report document as text: a CSV summary (one
+// row per run, every scalar of report.Scalars and the error counts) and
+// the console table gpulens-loadgen prints at the end of a command, with
+// its warnings and notes.
+package textreport
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/gpulens/gpulens/loadgen/outfile"
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// WriteCSVFile writes one row per run to path (loadgen/outfile: a regular
+// file atomically, a device, FIFO or symlink in place).
+func WriteCSVFile(path string, d *report.Document) error {
+	if err := outfile.Write(path, func(w io.Writer) error { return WriteCSV(w, d) }); err != nil {
+		return fmt.Errorf("writing CSV %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteCSV writes one row per run: name, level, repeat, aggregate, every
+// metric, then the error counts by class.
+func WriteCSV(w io.Writer, d *report.Document) error {
+	cw := csv.NewWriter(w)
+	head := []string{"name", "level", "repeat", "aggregate"}
+	for _, m := range report.Scalars {
+		head = append(head, m.Name)
+	}
+	for _, c := range report.ErrorClasses {
+		head = append(head, "errors."+c)
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for i := range d.Runs {
+		r := &d.Runs[i]
+		row := []string{r.Name, ff(r.Level), strconv.Itoa(r.Repeat), strconv.FormatBool(r.Aggregate)}
+		for _, m := range report.Scalars {
+			row = append(row, ff(m.Get(&r.Summary)))
+		}
+		for _, c := range report.ErrorClasses {
+			row = append(row, strconv.Itoa(r.Summary.Errors[c]))
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func ff(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// WriteTable prints a human-readable summary.
+func WriteTable(w io.Writer, d *report.Document) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tok\tfailed\treq/s\tout tok/s\tTTFT p50 ms\tTTFT p99 ms\tITL p50 ms\tITL p99 ms\tTPOT p50 ms\tE2E p99 s\tgoodput/s\t$/1k req\t")
+	for _, r := range d.Runs {
+		s := r.Summary
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.4f\t\n", r.Name, s.RequestsCompleted, s.RequestsFailed,
+			s.RequestThroughput, s.OutputTokensPerSecond, s.TTFT.P50*1e3, s.TTFT.P99*1e3, s.ITL.P50*1e3, s.ITL.P99*1e3,
+			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
+	}
+	tw.Flush()
+	for _, wmsg := range d.Metadata.Warnings {
+		fmt.Fprintln(w, "WARNING:", wmsg)
+	}
+	for _, r := range d.Runs {
+		if n := r.Summary.RequestsInterrupted; n > 0 && !r.Aggregate {
+			fmt.Fprintf(w, "NOTE: %s: %d requests in flight when the run was interrupted are in requests_interrupted, not in ok or failed\n", r.Name, n)
+		}
+		if r.Summary.TokensEstimated {
+			fmt.Fprintf(w, "NOTE: %s: the server sent no usage; token counts are estimates (one per chunk)\n", r.Name)
+		}
+		if s := r.Summary; r.Settings.Timestamps == "kernel" && s.KernelTimestamped < s.RequestsCompleted {
+			fmt.Fprintf(w, "NOTE: %s: token times of %d of %d requests are when reads returned, not kernel receive times (those need Linux)\n",
+				r.Name, s.RequestsCompleted-s.KernelTimestamped, s.RequestsCompleted)
+		}
+	}
+}
