@@ -19,10 +19,10 @@ export DEMO_SIM_ADDR ?= 127.0.0.1:8000
 export DEMO_LOADGEN_ADDR ?= 127.0.0.1:9843
 export DEMO_PROMETHEUS_ADDR ?= 127.0.0.1:9090
 export DEMO_SCENARIO ?= demo
-export DEMO_RATE ?= 8
+export DEMO_CONCURRENCY ?= 16
 export DEMO_GPU_HOURLY_USD ?= 2.50
 
-.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean
+.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
 
 all: build
 
@@ -65,7 +65,7 @@ dashboards:
 generate:
 	$(GO) run ./deploy/gen
 
-test: vet unit check-metrics check-rules check-ptx
+test: vet unit check-metrics check-rules check-ptx real-gpu-validate-sim
 
 demo: build
 	@bash scripts/demo.sh $(BIN)
@@ -75,6 +75,19 @@ bench:
 
 gpu-smoke:
 	@bash scripts/gpu-smoke.sh
+
+# The real-GPU validation experiment (docs/real-gpu.md): the host's view of
+# contention (exporter), the tenant's (gpulens-verify) and nvidia-smi's,
+# through idle, one and two workloads (about 2 minutes). Uses bin/ or
+# GPULENS_EXPORTER/GPULENS_VERIFY (prebuilt, for a GPU machine without Go);
+# writes docs/real-gpu/validation/ (VALIDATE_OUT).
+real-gpu-validate:
+	@bash scripts/real-gpu-validate.sh
+
+# The same experiment on the simulated fleet (scenario validate), phases
+# compressed to 13 s, every expected value asserted; part of make test.
+real-gpu-validate-sim: build
+	@GPULENS_BIN=$(abspath $(BIN)) VALIDATE_OUT=$(abspath $(SCRATCH))/real-gpu-validate-sim bash scripts/real-gpu-validate.sh --sim
 
 # Assembles the probe's PTX kernels with NVIDIA's ptxas (sm_70/80/90) and
 # tests the libcuda binding against the real driver library, both fetched

@@ -260,7 +260,7 @@ tests:
           - exp_labels: {severity: %s, instance: n0, gpu: '3', uuid: GPU-3}
             exp_annotations:
               summary: 'GPU 3 on n0 is lost or unreadable'
-              description: 'The exporter on n0 could not read GPU 3 (GPU-3) for 2 minutes: it fell off the bus, hangs, or every NVML call fails.'
+              description: 'For 2 minutes, the exporter on n0 failed to read GPU 3 (GPU-3) at least once a minute: it fell off the bus, hangs, or every NVML call fails.'
               runbook_url: '` + runbookPrefix + `gpulensgpulost'
     promql_expr_test:
       - expr: gpulens:ttft_slo_objective:ratio

@@ -209,24 +209,27 @@ func BenchmarkContentionSamplerCycle(b *testing.B) {
 	}
 }
 
-// BenchmarkContentionRender is the background work behind those scrapes:
-// gathering, encoding and compressing every series once, which the
-// exposition does once per sampler interval while it is being scraped.
+// BenchmarkContentionRender is the work behind those scrapes: gathering,
+// encoding and compressing every series once, which the exposition does
+// once per new snapshot that someone scrapes.
 func BenchmarkContentionRender(b *testing.B) {
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			_, h, _ := newBenchFleet(b, 8, 64, shape.mig)
 			b.ReportAllocs()
-			var plain, gz int
+			var r *rendered
 			for b.Loop() {
-				r, err := h.render()
+				h.renderMu.Lock()
+				var err error
+				r, err = h.render()
+				h.renderMu.Unlock()
 				if err != nil {
 					b.Fatal(err)
 				}
-				plain, gz = len(r.plain), len(r.gz)
 			}
-			b.ReportMetric(float64(plain), "bytes-plain")
-			b.ReportMetric(float64(gz), "bytes-gzip")
+			text, _ := r.text()
+			b.ReportMetric(float64(len(text)), "bytes-plain")
+			b.ReportMetric(float64(len(r.gz)), "bytes-gzip")
 		})
 	}
 }

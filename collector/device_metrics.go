@@ -244,9 +244,14 @@ func (s *clocksSampler) Sample(r *Reader, e *Emitter, _ time.Time) {
 // ---- PCIe --------------------------------------------------------------------
 
 var (
-	pcieThroughputDesc = desc("gpu", "pcie_throughput_bytes_per_second", "PCIe throughput over NVML's last 20 ms window (nvmlDeviceGetPcieThroughput KB/s × 1024).", "direction")
+	pcieThroughputDesc = desc("gpu", "pcie_throughput_bytes_per_second", "PCIe throughput: with GPM (Hopper and newer, gpm collector on), the mean over the sampler interval (GPM PCIE_TX/RX_PER_SEC MiB/s × 1048576); otherwise NVML's 20 ms window (nvmlDeviceGetPcieThroughput KB/s × 1024), read at most every 10 s.", "direction")
 	pcieReplayDesc     = desc("gpu", "pcie_replay_errors_total", "PCIe replay counter (nvmlDeviceGetPcieReplayCounter).")
 )
+
+// pcieNVMLPeriod is how often nvmlDeviceGetPcieThroughput is called where
+// GPM cannot give the PCIe rates: each call samples for about 20 ms, so two
+// calls were most of a real GPU's cycle (42 of 53 ms on an H200).
+const pcieNVMLPeriod = 10 * time.Second
 
 type pcieCollector struct{ describer }
 
@@ -254,22 +259,63 @@ func newPCIeCollector() Collector {
 	return pcieCollector{describer{pcieThroughputDesc, pcieReplayDesc}}
 }
 
-func (pcieCollector) NewDevice(Device) DeviceSampler { return pcieSampler{} }
+func (pcieCollector) NewDevice(d Device) DeviceSampler { return &pcieSampler{st: d.state} }
 
-type pcieSampler struct{}
+type pcieSampler struct {
+	st *deviceState
+	// The last nvmlDeviceGetPcieThroughput reading, when both directions
+	// answered.
+	readAt time.Time
+	tx, rx float64
+	have   bool
+}
 
-func (pcieSampler) Sample(r *Reader, e *Emitter, _ time.Time) {
-	for _, dir := range []struct {
-		name string
-		c    nvml.PcieUtilCounter
-	}{{"tx", nvml.PCIE_UTIL_TX_BYTES}, {"rx", nvml.PCIE_UTIL_RX_BYTES}} {
-		if kb, ok := Call(r, "GetPcieThroughput", func() (uint32, nvml.Return) { return r.Device.GetPcieThroughput(dir.c) }); ok {
-			e.Gauge(pcieThroughputDesc, float64(kb)*1024, dir.name)
-		}
+func (s *pcieSampler) Sample(r *Reader, e *Emitter, now time.Time) {
+	if tx, rx, ok := s.fromGPM(r); ok {
+		e.Gauge(pcieThroughputDesc, tx, "tx")
+		e.Gauge(pcieThroughputDesc, rx, "rx")
+		s.have = false // back to NVML only after a fresh reading
+	} else {
+		s.fromNVML(r, e, now)
 	}
 	if n, ok := Call(r, "GetPcieReplayCounter", r.Device.GetPcieReplayCounter); ok {
 		e.Counter(pcieReplayDesc, float64(n))
 	}
+}
+
+// fromGPM returns the PCIe rates over the last interval from this cycle's
+// GPM reading (shared with the gpm collector), where there is one.
+func (s *pcieSampler) fromGPM(r *Reader) (tx, rx float64, ok bool) {
+	if s.st == nil || !s.st.gpmEnabled {
+		return 0, 0, false
+	}
+	g := s.st.gpmMetrics(r)
+	if !g.supported || g.gpu == nil { // no GPM, or its first sample
+		return 0, 0, false
+	}
+	return g.gpu.pcie()
+}
+
+// fromNVML reads nvmlDeviceGetPcieThroughput at most every pcieNVMLPeriod
+// and emits the last reading in between; a failed reading is retried on
+// the next cycle.
+func (s *pcieSampler) fromNVML(r *Reader, e *Emitter, now time.Time) {
+	if !s.have || now.Sub(s.readAt) >= pcieNVMLPeriod || now.Before(s.readAt) {
+		tx, txOK := Call(r, "GetPcieThroughput", func() (uint32, nvml.Return) { return r.Device.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES) })
+		rx, rxOK := Call(r, "GetPcieThroughput", func() (uint32, nvml.Return) { return r.Device.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES) })
+		s.tx, s.rx, s.have, s.readAt = float64(tx)*1024, float64(rx)*1024, txOK && rxOK, now
+		if !s.have {
+			if txOK {
+				e.Gauge(pcieThroughputDesc, s.tx, "tx")
+			}
+			if rxOK {
+				e.Gauge(pcieThroughputDesc, s.rx, "rx")
+			}
+			return
+		}
+	}
+	e.Gauge(pcieThroughputDesc, s.tx, "tx")
+	e.Gauge(pcieThroughputDesc, s.rx, "rx")
 }
 
 // ---- ECC and row remapping -----------------------------------------------------

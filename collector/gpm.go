@@ -36,11 +36,16 @@ var gpmMetrics = []gpmMetric{
 
 var gpmSupportedDesc = desc("gpm", "supported", "1 when the GPU supports GPU Performance Monitoring (nvmlGpmQueryDeviceSupport; Hopper and newer), 0 when it does not (A100, A30: MIG instances then have memory series only).")
 
-// gpmValues holds the ratios of gpmMetrics for one GPU or instance; ok[i]
-// is false where the metric was not returned.
+// gpmPCIeMetrics are read for the whole GPU only, for the pcie collector:
+// PCIe traffic in MiB/s, averaged between the two samples.
+var gpmPCIeMetrics = []nvml.GpmMetricId{nvml.GPM_METRIC_PCIE_TX_PER_SEC, nvml.GPM_METRIC_PCIE_RX_PER_SEC}
+
+// gpmValues holds the ratios of gpmMetrics for one GPU or instance, then,
+// for a GPU, the PCIe rates of gpmPCIeMetrics (MiB/s); ok[i] is false
+// where the metric was not returned.
 type gpmValues struct {
-	v  [5]float64
-	ok [5]bool
+	v  [7]float64
+	ok [7]bool
 }
 
 // gpmPair holds the two samples of one GPU or MIG instance: prev is the
@@ -89,7 +94,7 @@ func (t *gpmTracker) read(r *Reader, lib nvml.Interface, mig *migReading) *gpmRe
 		t.gpu = allocPair(r, lib)
 	}
 	if t.gpu != nil {
-		out.gpu = t.gpu.take(r, lib, func(s nvml.GpmSample) nvml.Return { return r.Device.GpmSampleGet(s) }, "GpmSampleGet")
+		out.gpu = t.gpu.take(r, lib, func(s nvml.GpmSample) nvml.Return { return r.Device.GpmSampleGet(s) }, "GpmSampleGet", true)
 	}
 	if mig != nil && mig.enabled {
 		out.mig = map[int]*gpmValues{}
@@ -109,7 +114,7 @@ func (t *gpmTracker) read(r *Reader, lib nvml.Interface, mig *migReading) *gpmRe
 			}
 			p.seen = true
 			gi := in.gi
-			if v := p.take(r, lib, func(s nvml.GpmSample) nvml.Return { return r.Device.GpmMigSampleGet(gi, s) }, "GpmMigSampleGet"); v != nil {
+			if v := p.take(r, lib, func(s nvml.GpmSample) nvml.Return { return r.Device.GpmMigSampleGet(gi, s) }, "GpmMigSampleGet", false); v != nil {
 				out.mig[gi] = v
 			}
 		}
@@ -165,23 +170,34 @@ func (p *gpmPair) free(lib nvml.Interface) {
 }
 
 // take fills cur, computes the metrics between prev and cur when there is a
-// previous sample, and swaps the two.
-func (p *gpmPair) take(r *Reader, lib nvml.Interface, get func(nvml.GpmSample) nvml.Return, name string) *gpmValues {
+// previous sample, and swaps the two. withPCIe adds gpmPCIeMetrics.
+func (p *gpmPair) take(r *Reader, lib nvml.Interface, get func(nvml.GpmSample) nvml.Return, name string, withPCIe bool) *gpmValues {
 	if _, ok := Call(r, name, func() (struct{}, nvml.Return) { return struct{}{}, get(p.cur) }); !ok {
 		p.havePrev = false
 		return nil
 	}
 	var out *gpmValues
 	if p.havePrev {
-		m := &nvml.GpmMetricsGetType{Version: nvml.GPM_METRICS_GET_VERSION, NumMetrics: uint32(len(gpmMetrics)), Sample1: p.prev, Sample2: p.cur}
+		n := len(gpmMetrics)
+		m := &nvml.GpmMetricsGetType{Version: nvml.GPM_METRICS_GET_VERSION, Sample1: p.prev, Sample2: p.cur}
 		for i, gm := range gpmMetrics {
 			m.Metrics[i].MetricId = uint32(gm.id)
 		}
+		if withPCIe {
+			for i, id := range gpmPCIeMetrics {
+				m.Metrics[n+i].MetricId = uint32(id)
+			}
+			n += len(gpmPCIeMetrics)
+		}
+		m.NumMetrics = uint32(n)
 		if _, ok := Call(r, "GpmMetricsGet", func() (struct{}, nvml.Return) { return struct{}{}, lib.GpmMetricsGet(m) }); ok {
 			out = &gpmValues{}
-			for i := range gpmMetrics {
+			for i := range n {
 				if nvml.Return(m.Metrics[i].NvmlReturn) == nvml.SUCCESS {
-					out.v[i], out.ok[i] = m.Metrics[i].Value/100, true
+					out.v[i], out.ok[i] = m.Metrics[i].Value, true
+					if i < len(gpmMetrics) {
+						out.v[i] /= 100 // percent
+					}
 				}
 			}
 		}
@@ -196,6 +212,13 @@ func (v *gpmValues) sm() (float64, bool) { return v.v[0], v.ok[0] }
 // dram returns the DRAM bandwidth utilisation ratio, if read.
 func (v *gpmValues) dram() (float64, bool) { return v.v[3], v.ok[3] }
 
+// pcie returns the GPU's PCIe transmit and receive rates in bytes/s, if
+// both were read.
+func (v *gpmValues) pcie() (tx, rx float64, ok bool) {
+	i := len(gpmMetrics)
+	return v.v[i] * (1 << 20), v.v[i+1] * (1 << 20), v.ok[i] && v.ok[i+1]
+}
+
 // ---- collector ----
 
 type gpmCollector struct{ describer }
@@ -208,7 +231,12 @@ func newGPMCollector() Collector {
 	return gpmCollector{d}
 }
 
-func (gpmCollector) NewDevice(d Device) DeviceSampler { return &gpmSampler{st: d.state} }
+func (gpmCollector) NewDevice(d Device) DeviceSampler {
+	if d.state != nil {
+		d.state.gpmEnabled = true // the pcie collector may read GPM too
+	}
+	return &gpmSampler{st: d.state}
+}
 
 type gpmSampler struct{ st *deviceState }
 

@@ -106,6 +106,9 @@ type deviceState struct {
 	gpm     gpmTracker
 	gpmAt   uint64
 	gpmRead *gpmReading
+	// gpmEnabled: the gpm collector is on, so other collectors may take
+	// GPM readings (--no-collector.gpm keeps GPM entirely off).
+	gpmEnabled bool
 }
 
 func newDeviceState(lib nvml.Interface, uuid string, interval time.Duration, opts ProcessOptions) *deviceState {

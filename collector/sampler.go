@@ -69,6 +69,7 @@ type Sampler struct {
 
 	publishMu sync.Mutex
 	lastSize  int
+	published uint64 // snapshots published so far; guarded by publishMu
 	snap      atomic.Pointer[Snapshot]
 }
 
@@ -76,6 +77,7 @@ type Sampler struct {
 type Snapshot struct {
 	Time    time.Time
 	Metrics []prometheus.Metric
+	seq     uint64 // 1 for the first snapshot, increasing with every publish
 }
 
 // NewSampler discovers the GPUs of an initialised NVML library. It reads only
@@ -420,7 +422,8 @@ func (s *Sampler) publish() {
 			prometheus.MustNewConstMetric(collectorDurationDesc, prometheus.GaugeValue, dur[i].Seconds(), c.Name))
 	}
 	s.lastSize = len(ms)
-	s.snap.Store(&Snapshot{Time: now, Metrics: ms})
+	s.published++
+	s.snap.Store(&Snapshot{Time: now, Metrics: ms, seq: s.published})
 }
 
 func b2f(b bool) float64 {

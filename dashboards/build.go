@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -118,6 +119,21 @@ func queryVar(name, label, query string) *dashboard.QueryVariableBuilder {
 		Current(dashboard.VariableOption{Selected: cog.ToPtr(true), Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("All")}, Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("$__all")}})
 }
 
+// queryVarOne is a multi-value label_values variable without an All
+// option: Grafana starts it on the first value, so a dashboard about one
+// node or GPU opens on one instead of all of them.
+func queryVarOne(name, label, query string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).
+		Label(label).
+		Datasource(dsRef()).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(query)}).
+		Definition(query).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalCaseInsensitiveAsc).
+		Multi(true).
+		IncludeAll(false)
+}
+
 // Dashboard variables: new builders each time, so no dashboard shares state.
 func varCluster() *dashboard.QueryVariableBuilder {
 	return queryVar("cluster", "Cluster", "label_values(gpulens_gpu_info, cluster)")
@@ -129,6 +145,16 @@ func varInstance() *dashboard.QueryVariableBuilder {
 
 func varGPU() *dashboard.QueryVariableBuilder {
 	return queryVar("gpu", "GPU", `label_values(gpulens_gpu_info{cluster=~"$cluster",instance=~"$instance"}, gpu)`)
+}
+
+// varInstanceOne and varGPUOne open on the first node and its first GPU
+// (GPU detail: one GPU's lines are readable, 32 are not).
+func varInstanceOne() *dashboard.QueryVariableBuilder {
+	return queryVarOne("instance", "Node", `label_values(gpulens_gpu_info{cluster=~"$cluster"}, instance)`)
+}
+
+func varGPUOne() *dashboard.QueryVariableBuilder {
+	return queryVarOne("gpu", "GPU", `label_values(gpulens_gpu_info{cluster=~"$cluster",instance=~"$instance"}, gpu)`)
 }
 
 func varNamespace() *dashboard.QueryVariableBuilder {
@@ -194,7 +220,10 @@ type panel struct {
 	th                *dashboard.ThresholdsConfigBuilder
 	w, h              uint32
 	min, max          *float64
-	qs                []q
+	// decimals fixes the decimals shown (nil: Grafana's choice, which
+	// writes a cost per request of 8.44e-05 in exponent notation).
+	decimals *float64
+	qs       []q
 	// units overrides the unit of a query's values, by RefId: a table
 	// column ("Value #B") or, in a time series, a right-hand axis.
 	units map[string]string
@@ -239,6 +268,9 @@ func (bd *board) ts(p panel, opts ...func(*timeseries.PanelBuilder)) {
 	if p.max != nil {
 		b.Max(*p.max)
 	}
+	if p.decimals != nil {
+		b.Decimals(*p.decimals)
+	}
 	for _, ref := range sortedKeys(p.units) {
 		b.OverrideByQuery(ref, []dashboard.DynamicConfigValue{
 			{Id: "unit", Value: p.units[ref]},
@@ -271,11 +303,19 @@ func (bd *board) stat(p panel) {
 		ColorMode(common.BigValueColorModeBackground).
 		GraphMode(common.BigValueGraphModeArea).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))
+	if p.decimals != nil {
+		b.Decimals(*p.decimals)
+	}
 	bd.b.WithPanel(b)
 }
 
-// table shows instant queries merged into one row per series; hide lists
-// label columns to drop.
+// table shows instant queries as one row per series; hide lists columns
+// to drop. Several queries are joined into one row per identifying label
+// set: each query aggregates `by` the identifying labels (the first query
+// may add descriptive ones, e.g. an info metric's profile), so every query
+// returns the same label columns and no __name__, and Grafana's merge, which
+// joins the rows whose common columns are all equal, joins exactly on those
+// labels (Lint checks the queries; TestTableShapes the rows).
 func (bd *board) table(p panel, hide ...string) {
 	w, h := p.size()
 	for i := range p.qs {
@@ -296,11 +336,24 @@ func (bd *board) table(p panel, hide ...string) {
 		Targets(targets(p.qs)).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{"excludeByName": excl}})
+	if p.decimals != nil {
+		b.Decimals(*p.decimals)
+	}
 	for _, ref := range sortedKeys(p.units) {
 		b.OverrideByName("Value #"+ref, []dashboard.DynamicConfigValue{{Id: "unit", Value: p.units[ref]}})
 	}
 	bd.b.WithPanel(b)
 }
+
+// by aggregates expr by labels (max: each identifying label set has one
+// series), the form a query of a joined table takes.
+func by(labels []string, expr string) string {
+	return "max by (" + strings.Join(labels, ", ") + ") (" + expr + ")"
+}
+
+// orZero makes an empty result 0: a health panel reads 0, not "No data",
+// when nothing is wrong. `on ()` adds the 0 only when expr has no series.
+func orZero(expr string) string { return expr + " or on () vector(0)" }
 
 func (bd *board) build() (dashboard.Dashboard, error) { return bd.b.Build() }
 

@@ -172,3 +172,60 @@ func TestLintCatchesProblems(t *testing.T) {
 		})
 	}
 }
+
+// The lint reports a table whose queries Grafana's merge would not join
+// into one row per identifying label set.
+func TestLintCatchesTableJoins(t *testing.T) {
+	// processes mutates the targets of GPU detail's "Processes on the GPU".
+	processes := func(f func(p map[string]any, ts []any)) []byte {
+		raw, err := os.ReadFile("gpulens-gpu.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d["panels"].([]any) {
+			if pm := p.(map[string]any); pm["title"] == "Processes on the GPU" {
+				f(pm, pm["targets"].([]any))
+			}
+		}
+		out, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	expr := func(ts []any, i int, e string) { ts[i].(map[string]any)["expr"] = e }
+	tests := []struct {
+		name string
+		raw  []byte
+		want string
+	}{
+		{"bare selector", processes(func(_ map[string]any, ts []any) {
+			expr(ts, 1, `gpulens_process_sm_utilization_ratio{gpu=~"$gpu"}`)
+		}), "is not an aggregation by the labels to join"},
+		{"without", processes(func(_ map[string]any, ts []any) {
+			expr(ts, 2, `max without (uuid) (gpulens_process_gpu_time_share_ratio{gpu=~"$gpu"})`)
+		}), "is not an aggregation by the labels to join"},
+		{"different labels", processes(func(_ map[string]any, ts []any) {
+			expr(ts, 2, `max by (instance, gpu, pid) (gpulens_process_gpu_time_share_ratio{gpu=~"$gpu"})`)
+		}), "every query after the first must aggregate by the same labels"},
+		{"label the first query lacks", processes(func(_ map[string]any, ts []any) {
+			expr(ts, 1, `max by (cluster, instance, gpu, pid, namespace, pod, container, process_name, uuid) (gpulens_process_sm_utilization_ratio{gpu=~"$gpu"})`)
+		}), "do not all include"},
+		{"no merge", processes(func(p map[string]any, _ []any) { p["transformations"] = []any{} }), "needs the merge transformation"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			probs := Lint(tc.raw)
+			for _, p := range probs {
+				if strings.Contains(p, tc.want) {
+					return
+				}
+			}
+			t.Errorf("lint did not report %q; it reported %q", tc.want, probs)
+		})
+	}
+}

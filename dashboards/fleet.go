@@ -44,27 +44,39 @@ func fleet() (dashboard.Dashboard, error) {
 
 	bd.row("Health: what is failing?")
 	bd.ts(panel{title: "Throttled GPUs by reason", unit: "none", w: 8, th: steps("green", 1, "orange"),
-		desc: "Number of GPUs with each throttling clock-event reason active (power cap, thermal or hardware slowdown, power brake). Sustained thermal throttling fires GpulensGPUThermalThrottling.",
-		qs:   []q{{expr: `sum by (reason) (gpulens_gpu_clock_event_active{` + selNode + `,` + throttleReasons + `})`, legend: "{{reason}}"}}})
-	bd.table(panel{title: "Throttling GPUs and reasons", unit: "none", w: 8,
-		desc: "Each GPU with a throttling reason active now, and the share of the last 10 minutes it was active (gpu_reason:gpulens_gpu_clock_event_active:avg_over_time10m).",
+		desc: "Number of GPUs with each throttling clock-event reason active (power cap, thermal or hardware slowdown, power brake; a reason shows while active), and of GPUs with any of them (0 when none throttles). Sustained thermal throttling fires GpulensGPUThermalThrottling.",
+		qs: []q{
+			{expr: `sum by (reason) (gpulens_gpu_clock_event_active{` + selNode + `,` + throttleReasons + `}) > 0`, legend: "{{reason}}"},
+			{expr: orZero(`sum(max by (cluster, instance, gpu, uuid) (gpulens_gpu_clock_event_active{` + selNode + `,` + throttleReasons + `}))`), legend: "any reason"},
+		}})
+	bd.table(panel{title: "Throttling GPUs and reasons", unit: "percentunit", w: 8,
+		desc: "Each GPU and throttling reason active in the last 10 minutes, with the share of those 10 minutes it was active (gpu_reason:gpulens_gpu_clock_event_active:avg_over_time10m; 100% = throttled throughout).",
 		th:   steps("green", 0.5, "orange", 0.9, "red"),
 		qs:   []q{{expr: `gpu_reason:gpulens_gpu_clock_event_active:avg_over_time10m{` + selNode + `} > 0`}}}, "uuid")
 	bd.ts(panel{title: "XID errors by GPU and code", unit: "none", w: 8, th: steps("green", 1, "red"),
-		desc: "XID events the driver reported, per GPU and code. 48, 61-64, 74, 79, 92, 94, 95, 119, 120 and 140 are hardware or driver errors (GpulensGPUXIDCriticalError); the others usually come from applications.",
-		qs:   []q{{expr: `sum by (instance, gpu, xid) (increase(gpulens_gpu_xid_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} GPU {{gpu}} XID {{xid}}"}}})
+		desc: "XID events the driver reported, per GPU and code (each shows while it counts), and in all GPUs (0 when none). 48, 61-64, 74, 92, 94, 95, 119, 120 and 140 are hardware or driver errors (GpulensGPUXIDCriticalError); 79 (fallen off the bus) pages as GpulensGPULost; the others usually come from applications.",
+		qs: []q{
+			{expr: `sum by (instance, gpu, xid) (increase(gpulens_gpu_xid_errors_total{` + selNode + `}[$__rate_interval])) > 0`, legend: "{{instance}} GPU {{gpu}} XID {{xid}}"},
+			{expr: orZero(`sum(increase(gpulens_gpu_xid_errors_total{` + selNode + `}[$__rate_interval]))`), legend: "all GPUs"},
+		}})
 	bd.ts(panel{title: "ECC errors", unit: "none", w: 8, th: steps("green", 1, "red"),
-		desc: "Corrected and uncorrected ECC errors per GPU. Any uncorrected error fires GpulensGPUUncorrectableECCErrors.",
-		qs:   []q{{expr: `sum by (instance, gpu, type) (increase(gpulens_gpu_ecc_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} GPU {{gpu}} {{type}}"}}})
+		desc: "Corrected and uncorrected ECC errors per GPU (each shows while it counts) and in all GPUs. Any uncorrected error fires GpulensGPUUncorrectableECCErrors.",
+		qs: []q{
+			{expr: `sum by (instance, gpu, type) (increase(gpulens_gpu_ecc_errors_total{` + selNode + `}[$__rate_interval])) > 0`, legend: "{{instance}} GPU {{gpu}} {{type}}"},
+			{expr: orZero(`sum(increase(gpulens_gpu_ecc_errors_total{` + selNode + `}[$__rate_interval]))`), legend: "all GPUs"},
+		}})
 	bd.ts(panel{title: "Row remapping pending or failed", unit: "none", w: 8, th: steps("green", 1, "red"),
 		desc: "GPUs waiting for a reset to remap memory rows (pending) and GPUs whose remapping failed (replace them).",
 		qs: []q{
-			{expr: `sum(gpulens_gpu_remapping_pending{` + selNode + `})`, legend: "pending"},
-			{expr: `sum(gpulens_gpu_remapping_failed{` + selNode + `})`, legend: "failed"},
+			{expr: orZero(`sum(gpulens_gpu_remapping_pending{` + selNode + `})`), legend: "pending"},
+			{expr: orZero(`sum(gpulens_gpu_remapping_failed{` + selNode + `})`), legend: "failed"},
 		}})
 	bd.ts(panel{title: "Collectors failing", unit: "none", w: 8, th: steps("green", 1, "orange"),
-		desc: "Exporters whose collector made a failed NVML call in its last cycle, by collector.",
-		qs:   []q{{expr: `count by (collector) (gpulens_scrape_collector_success{` + selNode + `} == 0)`, legend: "{{collector}}"}}})
+		desc: "Exporters whose collector made a failed NVML call in its last cycle, by collector (each shows while it fails), and in all (0 when none fails).",
+		qs: []q{
+			{expr: `count by (collector) (gpulens_scrape_collector_success{` + selNode + `} == 0)`, legend: "{{collector}}"},
+			{expr: orZero(`count(gpulens_scrape_collector_success{` + selNode + `} == 0)`), legend: "all collectors"},
+		}})
 
 	bd.row("Hot spots")
 	bd.table(panel{title: "Hottest GPUs", unit: "celsius", th: steps("green", 75, "orange", 83, "red"),
@@ -76,13 +88,16 @@ func fleet() (dashboard.Dashboard, error) {
 
 	bd.row("Exporter and sampler health")
 	bd.ts(panel{title: "Sampler data age", unit: "s", w: 8, th: steps("green", 30, "orange", 60, "red"),
-		desc: "Age of the oldest GPU reading per exporter (time since the last successful sampler cycle). Over 60 s for 5 minutes fires GpulensSamplerStale.",
+		desc: "Age of the oldest GPU reading per exporter (time since the last successful sampler cycle). Over 60 s for 5 minutes on a GPU reported up fires GpulensSamplerStale (a GPU reported down pages as GpulensGPULost instead).",
 		qs:   []q{{expr: `max by (instance) (gpu:gpulens_sampler_data_age:seconds{` + selNode + `})`, legend: "{{instance}}"}}})
 	bd.ts(panel{title: "Sampler cycle duration p99", unit: "s", w: 8, th: steps("green", 0.5, "orange", 1, "red"),
 		desc: "99th percentile of one GPU's sampler cycle per exporter over 5 minutes (instance:gpulens_sampler_duration_seconds:p99_rate5m). Near the sampler interval means readings lag.",
 		qs:   []q{{expr: `instance:gpulens_sampler_duration_seconds:p99_rate5m{` + selNode + `}`, legend: "{{instance}}"}}})
 	bd.ts(panel{title: "NVML errors by call", unit: "cps", w: 8, th: steps("green", 0.1, "orange"),
-		desc: "Failed NVML calls per second by exporter, call and error (deadline_exceeded: a call still running after the device timeout).",
-		qs:   []q{{expr: `sum by (instance, call, error) (rate(gpulens_nvml_errors_total{` + selNode + `}[$__rate_interval]))`, legend: "{{instance}} {{call}} {{error}}"}}})
+		desc: "Failed NVML calls per second by exporter, call and error (deadline_exceeded: a call still running after the device timeout), and in all (0 when none fails).",
+		qs: []q{
+			{expr: `sum by (instance, call, error) (rate(gpulens_nvml_errors_total{` + selNode + `}[$__rate_interval])) > 0`, legend: "{{instance}} {{call}} {{error}}"},
+			{expr: orZero(`sum(rate(gpulens_nvml_errors_total{` + selNode + `}[$__rate_interval]))`), legend: "all calls"},
+		}})
 	return bd.build()
 }

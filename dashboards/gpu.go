@@ -1,12 +1,25 @@
 package dashboards
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"slices"
+
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
+
+// The identifying labels the joined tables' rows are keyed by (with the
+// descriptive labels every query of the table carries).
+var (
+	// A process on a GPU, with its pod.
+	processLabels = []string{"cluster", "instance", "gpu", "pid", "namespace", "pod", "container", "process_name"}
+	// A MIG compute instance.
+	migLabels = []string{"cluster", "instance", "gpu", "gpu_instance_id", "compute_instance_id"}
+)
 
 // gpuDetail drills into one node or GPU.
 func gpuDetail() (dashboard.Dashboard, error) {
 	bd := newBoard("gpulens-gpu", "gpulens / GPU detail",
-		"One node or GPU: memory, utilisation, power, energy, clocks and clock events, what the GPU delivers to its tenant (the probe: stolen time, bandwidths, FLOP/s), the processes on it with their pods, and its MIG instances.",
-		varCluster(), varInstance(), varGPU(), varNamespace())
+		"One node or GPU (it opens on the first GPU of the first node; pick others in the filters): memory, utilisation, power, energy, clocks and clock events, what the GPU delivers to its tenant (the probe: stolen time, bandwidths, FLOP/s), the processes on it with their pods, and its MIG instances.",
+		varCluster(), varInstanceOne(), varGPUOne(), varNamespace())
 
 	bd.row("Memory")
 	bd.ts(panel{title: "Memory used, free and reserved", unit: "bytes", w: 12, th: steps("green"),
@@ -46,9 +59,12 @@ func gpuDetail() (dashboard.Dashboard, error) {
 			{expr: `gpulens_gpu_power_watts{` + selGPU + `}`, legend: lgGPU},
 			{expr: `gpulens_gpu_power_limit_watts{` + selGPU + `}`, legend: lgGPU + " limit"},
 		}})
-	bd.ts(panel{title: "Energy used per interval", unit: "joule", w: 8, th: steps("green"),
-		desc: "Energy each GPU used in each graph interval, from the energy counter.",
-		qs:   []q{{expr: `increase(gpulens_gpu_energy_joules_total{` + selGPU + `}[$__rate_interval])`, legend: lgGPU}}})
+	bd.ts(panel{title: "Energy per hour", unit: "kwatth", w: 6, th: steps("green"),
+		desc: "Energy each GPU uses per hour at its mean power over each graph interval, from the energy counter (kWh per hour: the mean power in kW). The same whatever the zoom, unlike energy per graph interval, whose length the zoom sets.",
+		qs:   []q{{expr: `rate(gpulens_gpu_energy_joules_total{` + selGPU + `}[$__rate_interval]) * 3600 / 3.6e6`, legend: lgGPU}}})
+	bd.stat(panel{title: "Energy in the time range", unit: "kwatth", w: 2, h: 8, th: steps("green"),
+		desc: "Energy the selected GPUs used over the whole selected time range, from the energy counter.",
+		qs:   []q{{expr: `sum(increase(gpulens_gpu_energy_joules_total{` + selGPU + `}[$__range])) / 3.6e6`}}})
 	bd.ts(panel{title: "Temperature", unit: "celsius", w: 8, th: steps("green", 75, "orange", 83, "red"),
 		desc: "GPU core temperature. H100/H200 start thermal slowdown at about 83 °C.",
 		qs:   []q{{expr: `gpulens_gpu_temperature_celsius{` + selGPU + `}`, legend: lgGPU}}})
@@ -68,12 +84,12 @@ func gpuDetail() (dashboard.Dashboard, error) {
 
 	bd.row("Processes")
 	bd.table(panel{title: "Processes on the GPU", unit: "bytes", w: 24, h: 9, th: steps("green"),
-		desc: "Every process on the selected GPUs with its pod, namespace and container: memory used (Value #A), SM utilisation (Value #B) and its share of the GPU's busy time (Value #C).",
+		desc: "One row per process on the selected GPUs (node, GPU, PID) with its pod, namespace and container: memory used (Value #A), SM utilisation (Value #B) and its share of the GPU's busy time (Value #C; both empty for a process on a MIG instance: NVML has no per-process samples in MIG mode).",
 		qs: []q{
-			{expr: `gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"}`},
-			{expr: `gpulens_process_sm_utilization_ratio{` + selGPU + `,namespace=~"$namespace"}`},
-			{expr: `gpulens_process_gpu_time_share_ratio{` + selGPU + `,namespace=~"$namespace"}`},
-		}, units: map[string]string{"B": "percentunit", "C": "percentunit"}}, "uuid", "gpu_instance_id", "compute_instance_id")
+			{expr: by(processLabels, `gpulens_process_memory_used_bytes{`+selGPU+`,namespace=~"$namespace"}`)},
+			{expr: by(processLabels, `gpulens_process_sm_utilization_ratio{`+selGPU+`,namespace=~"$namespace"}`)},
+			{expr: by(processLabels, `gpulens_process_gpu_time_share_ratio{`+selGPU+`,namespace=~"$namespace"}`)},
+		}, units: map[string]string{"B": "percentunit", "C": "percentunit"}})
 	bd.ts(panel{title: "Process memory", unit: "bytes", w: 12, th: steps("green"),
 		desc: "GPU memory per process; a process whose line only climbs leaks.",
 		qs:   []q{{expr: `gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}})
@@ -83,13 +99,13 @@ func gpuDetail() (dashboard.Dashboard, error) {
 
 	bd.row("MIG instances")
 	bd.table(panel{title: "MIG instances", unit: "bytes", w: 24, h: 8, th: steps("green"),
-		desc: "MIG instances of the selected GPUs: profile, memory used (Value #B) and total (Value #C), and GPM SM activity (Value #D).",
+		desc: "One row per MIG instance of the selected GPUs (node, GPU, GPU and compute instance): its UUID and profile, memory used (Value #B) and total (Value #C), and GPM SM activity (Value #D).",
 		qs: []q{
-			{expr: `gpulens_mig_instance_info{` + selGPU + `}`},
-			{expr: `gpulens_mig_memory_used_bytes{` + selGPU + `}`},
-			{expr: `gpulens_mig_memory_total_bytes{` + selGPU + `}`},
-			{expr: `gpulens_mig_sm_activity_ratio{` + selGPU + `}`},
-		}, units: map[string]string{"A": "none", "D": "percentunit"}}, "uuid")
+			{expr: by(slices.Concat(migLabels, []string{"mig_uuid", "profile"}), `gpulens_mig_instance_info{`+selGPU+`}`)},
+			{expr: by(migLabels, `gpulens_mig_memory_used_bytes{`+selGPU+`}`)},
+			{expr: by(migLabels, `gpulens_mig_memory_total_bytes{`+selGPU+`}`)},
+			{expr: by(migLabels, `gpulens_mig_sm_activity_ratio{`+selGPU+`}`)},
+		}, units: map[string]string{"D": "percentunit"}}, "Value #A")
 	bd.ts(panel{title: "MIG memory headroom", unit: "percentunit", min: f(0), max: f(1), w: 12,
 		th:   steps("red", 0.05, "orange", 0.2, "green"),
 		desc: "Free share of each MIG instance's memory (mig:gpulens_mig_memory_headroom:ratio). Under 5% for 10 minutes fires GpulensMIGMemoryHeadroomLow.",

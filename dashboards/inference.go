@@ -34,8 +34,9 @@ func inference() (dashboard.Dashboard, error) {
 
 	bd.row("Throughput and goodput")
 	bd.ts(panel{title: "Requests per second by outcome", unit: "reqps", w: 8, th: steps("green"),
-		desc: "Finished requests per second by outcome (success or an error class), over 5 minutes.",
-		qs:   []q{{expr: `target_model_outcome:gpulens_loadgen_requests:rate5m{` + selLoad + `}`, legend: "{{outcome}} " + lgLG}}})
+		desc: "Finished requests per second by outcome, over 5 minutes: successes, and each error class while it occurs (classes at 0 stay out of the legend).",
+		qs: []q{{expr: `target_model_outcome:gpulens_loadgen_requests:rate5m{` + selLoad + `,outcome="success"} or target_model_outcome:gpulens_loadgen_requests:rate5m{` + selLoad + `,outcome!="success"} > 0`,
+			legend: "{{outcome}} " + lgLG}}})
 	bd.ts(panel{title: "Tokens per second", unit: "short", w: 8, th: steps("green"),
 		desc: "Input and output tokens of successful requests per second, over 5 minutes.",
 		qs:   []q{{expr: `target_model_kind:gpulens_loadgen_tokens:rate5m{` + selLoad + `}`, legend: "{{kind}} " + lgLG}}})
@@ -48,8 +49,11 @@ func inference() (dashboard.Dashboard, error) {
 
 	bd.row("Errors, load and SLO")
 	bd.ts(panel{title: "Errors by class", unit: "reqps", w: 8, th: steps("green", 0.01, "red"),
-		desc: "Failed requests per second by class: timeout, connect, http_429, http_4xx, http_5xx, stream_broken, parse.",
-		qs:   []q{{expr: `sum by (target, model, outcome) (rate(gpulens_loadgen_requests_total{` + selLoad + `,outcome!="success"}[$__rate_interval]))`, legend: "{{outcome}} " + lgLG}}})
+		desc: "Failed requests per second by class while it occurs (timeout, connect, http_429, http_4xx, http_5xx, stream_broken, cancelled_at_end, parse), and all errors together (0 when none fails).",
+		qs: []q{
+			{expr: `sum by (target, model, outcome) (rate(gpulens_loadgen_requests_total{` + selLoad + `,outcome!="success"}[$__rate_interval])) > 0`, legend: "{{outcome}} " + lgLG},
+			{expr: `sum by (target, model) (rate(gpulens_loadgen_requests_total{` + selLoad + `,outcome!="success"}[$__rate_interval]))`, legend: "all errors " + lgLG},
+		}})
 	bd.ts(panel{title: "Error ratio", unit: "percentunit", min: f(0), w: 8, th: steps("green", 0.01, "orange", 0.05, "red"),
 		desc: "Failed share of finished requests over 5 minutes. Above gpulens:inference_error_ratio_threshold:ratio (5%) for 5 minutes fires GpulensInferenceErrorRatioHigh.",
 		qs:   []q{{expr: `target_model:gpulens_loadgen_request_errors:ratio_rate5m{` + selLoad + `}`, legend: lgLG}}})

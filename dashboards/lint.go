@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/gpulens/gpulens/alerts/promcheck"
 )
 
 // Lint checks one dashboard's JSON and returns every problem found, each
@@ -19,7 +23,8 @@ import (
 // thresholds and at least one non-empty query; range vectors use
 // $__rate_interval or $__range; label matchers never hard-code a value of
 // cluster, instance, node, gpu, uuid, namespace, pod, container, target or
-// model; every $variable a query uses is defined.
+// model; every $variable a query uses is defined; a table with several
+// queries joins them on explicit labels (checkTableJoin).
 func Lint(raw []byte) []string {
 	var probs []string
 	add := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
@@ -98,8 +103,76 @@ func Lint(raw []byte) []string {
 			}
 			probs = append(probs, checkExpr(tw, t.Expr, vars)...)
 		}
+		if p.Type == "table" && len(p.Targets) > 1 {
+			probs = append(probs, checkTableJoin(where, p)...)
+		}
 	}
 	return probs
+}
+
+// checkTableJoin checks a table that shows several queries side by side.
+// Grafana's merge transformation joins the rows of its queries whose common
+// columns are all equal: with bare selectors that includes __name__, which
+// differs between queries, and each label only some series carry, so a
+// process would show as several half-empty rows. Each query must therefore
+// be an aggregation `by` an explicit label list (no __name__, no stray
+// labels), the lists the same for every query but the first, which may add
+// descriptive labels (e.g. an info metric's profile): the rows then join
+// on exactly those labels. TestTableShapes checks the rows on data.
+func checkTableJoin(where string, p lintPanel) []string {
+	var probs []string
+	merged := false
+	for _, tr := range p.Transformations {
+		merged = merged || tr.ID == "merge"
+	}
+	if !merged {
+		probs = append(probs, fmt.Sprintf("%s: a table of %d queries needs the merge transformation to join them", where, len(p.Targets)))
+	}
+	var key []string
+	for i, t := range p.Targets {
+		labels, err := joinLabels(t.Expr)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s target %s: %v", where, t.RefID, err))
+			return probs
+		}
+		switch {
+		case i == 0:
+			key = labels
+		case i == 1:
+			for _, l := range labels {
+				if !slices.Contains(key, l) {
+					probs = append(probs, fmt.Sprintf("%s target %s: joins on %v, which target %s's labels %v do not all include", where, t.RefID, labels, p.Targets[0].RefID, key))
+					return probs
+				}
+			}
+			key = labels
+		case !slices.Equal(labels, key):
+			probs = append(probs, fmt.Sprintf("%s target %s: joins on %v, target %s on %v: every query after the first must aggregate by the same labels", where, t.RefID, labels, p.Targets[1].RefID, key))
+		}
+	}
+	return probs
+}
+
+// joinLabels returns the sorted `by` labels of an aggregation expression.
+func joinLabels(expr string) ([]string, error) {
+	e, err := promcheck.Parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		pe, ok := e.(*parser.ParenExpr)
+		if !ok {
+			break
+		}
+		e = pe.Expr
+	}
+	agg, ok := e.(*parser.AggregateExpr)
+	if !ok || agg.Without || len(agg.Grouping) == 0 || agg.Param != nil {
+		return nil, fmt.Errorf("%q is not an aggregation by the labels to join the table's rows on, e.g. max by (cluster, instance, gpu, pid) (...)", expr)
+	}
+	labels := slices.Clone(agg.Grouping)
+	slices.Sort(labels)
+	return labels, nil
 }
 
 // realError reports whether err is an error: in v0.0.22 the SDK's strict
@@ -184,6 +257,9 @@ type (
 				} `json:"thresholds"`
 			} `json:"defaults"`
 		} `json:"fieldConfig"`
+		Transformations []struct {
+			ID string `json:"id"`
+		} `json:"transformations"`
 		Panels []json.RawMessage `json:"panels"`
 	}
 	lintDatasource struct {

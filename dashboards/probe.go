@@ -3,6 +3,10 @@ package dashboards
 // The probe's panels (gpulens-exporter --collector.probe): what each GPU
 // delivers to its tenant, measured from the inside, beside what NVML says.
 
+// probeLabels identify a probed device: a whole GPU, or a MIG instance
+// (its own uuid under its parent's gpu).
+var probeLabels = []string{"cluster", "instance", "gpu", "uuid"}
+
 // lgProbe names a probed device: a whole GPU, or a MIG instance (its own
 // uuid under its parent's gpu).
 const lgProbe = lgGPU + " {{uuid}}"
@@ -12,7 +16,7 @@ func probeRows(bd *board) {
 	bd.row("Is this GPU mine?")
 	bd.ts(panel{title: "Stolen time", unit: "percentunit", min: f(0), max: f(1), w: 12,
 		th:   steps("green", 0.05, "orange", 0.2, "red"),
-		desc: "Share of the probe's stolen-time window in which its kernel, holding every SM, did not run: GPU time another context took (time-slicing, vGPU scheduling), which NVML does not show from inside a VM or container. ~0 on a GPU that is yours alone. Over 20% in three probes in a row fires GpulensGPUStolenTimeHigh. Needs the exporter's --collector.probe.",
+		desc: "Share of the probe's stolen-time window in which its kernel, holding every SM, did not run: GPU time another context took (time-slicing, vGPU scheduling), which NVML does not show from inside a VM or container. ~0 on a GPU that is yours alone. A 30-minute mean over 20% for 15 minutes fires GpulensGPUStolenTimeHigh. Needs the exporter's --collector.probe.",
 		qs:   []q{{expr: `gpulens_probe_stolen_time_ratio{` + selGPU + `}`, legend: lgProbe}}})
 	bd.ts(panel{title: "NVML's view of sharing", unit: "percentunit", min: f(0), max: f(1), w: 12,
 		th:   steps("green", 0.25, "orange", 0.5, "red"),
@@ -66,12 +70,12 @@ func probeFleetRows(bd *board) {
 	bd.row("Is this GPU mine? The tenant's view (probe)")
 	bd.table(panel{title: "Stolen time and figures against baseline per GPU", unit: "percentunit", w: 12, h: 9,
 		th:   steps("green", 0.2, "orange", 0.5, "red"),
-		desc: "Per probed GPU or MIG instance, from the last probe: stolen time (Value #A), device memory bandwidth and FP32 FLOP/s as a share of their 7-day 90th percentile (Value #B, #C; under 70% is degraded), and the age of the figures (Value #D). Needs the exporter's --collector.probe.",
+		desc: "One row per probed GPU or MIG instance (node, GPU, its UUID), from the last probe: stolen time (Value #A), device memory bandwidth and FP32 FLOP/s as a share of their 7-day 90th percentile (Value #B, #C; under 70% is degraded), and the age of the figures (Value #D). Needs the exporter's --collector.probe.",
 		qs: []q{
-			{expr: `sort_desc(gpulens_probe_stolen_time_ratio{` + selGPU + `})`},
-			{expr: `gpulens_probe_device_copy_bandwidth_bytes_per_second{` + selGPU + `} / gpu:gpulens_probe_device_copy_bandwidth_bytes_per_second:p90_over_time7d{` + selGPU + `}`},
-			{expr: `gpulens_probe_fp32_flop_per_second{` + selGPU + `} / gpu:gpulens_probe_fp32_flop_per_second:p90_over_time7d{` + selGPU + `}`},
-			{expr: `time() - gpulens_probe_last_success_timestamp_seconds{` + selGPU + `}`},
+			{expr: by(probeLabels, `gpulens_probe_stolen_time_ratio{`+selGPU+`}`)},
+			{expr: by(probeLabels, `gpulens_probe_device_copy_bandwidth_bytes_per_second{`+selGPU+`} / gpu:gpulens_probe_device_copy_bandwidth_bytes_per_second:p90_over_time7d{`+selGPU+`}`)},
+			{expr: by(probeLabels, `gpulens_probe_fp32_flop_per_second{`+selGPU+`} / gpu:gpulens_probe_fp32_flop_per_second:p90_over_time7d{`+selGPU+`}`)},
+			{expr: by(probeLabels, `time() - gpulens_probe_last_success_timestamp_seconds{`+selGPU+`}`)},
 		}, units: map[string]string{"D": "s"}})
 	bd.ts(panel{title: "Stolen time against NVML contention", unit: "percentunit", min: f(0), max: f(1), w: 12, h: 9,
 		th:   steps("green", 0.2, "orange", 0.5, "red"),

@@ -37,8 +37,8 @@ func sharing() (dashboard.Dashboard, error) {
 		desc: "On each GPU with two or more active processes, the process with the largest share of the busy time (gpu:gpulens_process_gpu_time_share_ratio:top1): the likely noisy neighbour of the others.",
 		qs:   []q{{expr: `gpu:gpulens_process_gpu_time_share_ratio:top1{` + selGPU + `}`}}}, "uuid", "gpu_instance_id", "compute_instance_id")
 	bd.ts(panel{title: "GPU memory by namespace", unit: "bytes", w: 12, th: steps("green"),
-		desc: "GPU memory held by each namespace's processes (namespace:gpulens_process_memory_used_bytes:sum).",
-		qs:   []q{{expr: `namespace:gpulens_process_memory_used_bytes:sum{cluster=~"$cluster",namespace=~"$namespace"}`, legend: "{{namespace}}"}}},
+		desc: "GPU memory held by each namespace's processes on the selected nodes and GPUs.",
+		qs:   []q{{expr: `sum by (namespace) (gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"})`, legend: "{{namespace}}"}}},
 		stacked)
 	bd.ts(panel{title: "MIG instance saturation", unit: "percentunit", min: f(0), max: f(1), w: 12,
 		th:   steps("green", 0.8, "orange", 0.95, "red"),
@@ -47,11 +47,17 @@ func sharing() (dashboard.Dashboard, error) {
 
 	probeFleetRows(bd)
 
-	bd.row("Is the neighbour hurting latency?")
-	bd.ts(panel{title: "TTFT p99 against contention", unit: "s", w: 24, h: 10, th: steps("green", 1, "red"),
+	bd.row("Is the neighbour hurting latency and cost?")
+	bd.ts(panel{title: "TTFT p99 against contention", unit: "s", w: 12, h: 10, th: steps("green", 1, "red"),
 		desc: "The load generator's 99th-percentile time to first token (left axis) with the contention ratio of the selected GPUs (right axis). TTFT rising with contention ties a slowdown to a neighbour; check the noisy-neighbour table for who it is.",
 		qs: []q{
 			{expr: `target_model:gpulens_loadgen_time_to_first_token_seconds:p99_rate5m{` + selLoad + `}`, legend: "TTFT p99 " + lgLG},
+			{expr: `gpu:gpulens_gpu_contention:ratio_rate5m{` + selGPU + `}`, legend: "contention " + lgGPU},
+		}, units: map[string]string{"B": "percentunit"}})
+	bd.ts(panel{title: "Cost per 1,000 requests against contention", unit: "currencyUSD", w: 12, h: 10, th: steps("green"),
+		desc: "What 1,000 successful requests cost over 5 minutes (left axis: the load generator's billed GPU time divided by its successes) with the contention ratio of the selected GPUs (right axis). A GPU that serves fewer requests per hour because a neighbour takes its time costs more per request; at a fixed request rate the cost stays and the latency pays instead.",
+		qs: []q{
+			{expr: `1000 * target_model:gpulens_loadgen_cost_per_request_usd:rate5m{` + selLoad + `}`, legend: "per 1,000 requests " + lgLG},
 			{expr: `gpu:gpulens_gpu_contention:ratio_rate5m{` + selGPU + `}`, legend: "contention " + lgGPU},
 		}, units: map[string]string{"B": "percentunit"}})
 	return bd.build()

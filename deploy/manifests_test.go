@@ -356,6 +356,12 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port == nil || *pm.Spec.PodMetricsEndpoints[0].Port != "metrics" {
 		t.Errorf("%s: PodMonitor endpoints %+v; want port metrics", where, pm.Spec.PodMetricsEndpoints)
 	}
+	// The latency recording rules read the native histograms and fall back
+	// to the classic buckets: ingest both.
+	if nh := pm.Spec.NativeHistogramConfig; nh.ScrapeNativeHistograms == nil || !*nh.ScrapeNativeHistograms ||
+		nh.ScrapeClassicHistograms == nil || !*nh.ScrapeClassicHistograms {
+		t.Errorf("%s: PodMonitor scrapeNativeHistograms %v, scrapeClassicHistograms %v; want both true", where, nh.ScrapeNativeHistograms, nh.ScrapeClassicHistograms)
+	}
 }
 
 // decodeKustomization reads dir's kustomization.yaml strictly and decodes
@@ -651,7 +657,43 @@ func TestPrometheusConfigs(t *testing.T) {
 			if n := strings.Count(string(out), "SUCCESS: "); n < 1+len(rules) {
 				t.Errorf("promtool check config checked %d files; want the config and %d rule files:\n%s", n, len(rules), out)
 			}
+			checkHistogramScraping(t, cfg, b)
 		})
+	}
+}
+
+// checkHistogramScraping asserts that a Prometheus configuration ingests
+// the load generator's native histograms together with its classic buckets
+// (the latency recording rules read the former and fall back to the
+// latter), and leaves the other jobs on the text format: the exporter's
+// cached text exposition is its cheap path, and vLLM and the simulated
+// server serve classic histograms only.
+func checkHistogramScraping(t *testing.T, file string, raw []byte) {
+	t.Helper()
+	var cfg struct {
+		Global        map[string]any   `json:"global"`
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if _, ok := cfg.Global["scrape_native_histograms"]; ok {
+		t.Errorf("%s: scrape_native_histograms is global; set it on the gpulens-loadgen job only", file)
+	}
+	found := false
+	for _, job := range cfg.ScrapeConfigs {
+		native, classic := job["scrape_native_histograms"], job["always_scrape_classic_histograms"]
+		if job["job_name"] == "gpulens-loadgen" {
+			found = true
+			if native != true || classic != true {
+				t.Errorf("%s: job gpulens-loadgen has scrape_native_histograms %v, always_scrape_classic_histograms %v; want both true", file, native, classic)
+			}
+		} else if native == true {
+			t.Errorf("%s: job %v scrapes native histograms; only gpulens-loadgen serves them", file, job["job_name"])
+		}
+	}
+	if !found {
+		t.Errorf("%s: no gpulens-loadgen job", file)
 	}
 }
 

@@ -2,16 +2,25 @@
 # make demo: the whole gpulens stack on a machine with no GPU.
 #   - gpulens-exporter on a simulated fleet, with the probe (the tenant's
 #     view: stolen time, bandwidths, FLOP/s) every 30 s,
-#   - gpulens-loadgen sim, a simulated OpenAI-compatible inference server,
-#   - gpulens-loadgen run, sustained load against it with a GPU price set,
+#   - gpulens-loadgen sim, a simulated OpenAI-compatible inference server
+#     standing for llm-serve on GPU 0 of the simulated fleet: it reads the
+#     exporter's view of GPU 0 and slows down by the share of the GPU its
+#     neighbours take, so a neighbour joining shows as contention, TTFT,
+#     cost per request and an alert on one time axis,
+#   - gpulens-loadgen run, sustained load against it (a fixed number of
+#     users: the requests per GPU-hour, hence the cost per request, follow
+#     the server's speed) with a GPU price set,
 #   - a real Prometheus (pinned in go.mod, run as `go tool prometheus`)
-#     scraping all three and evaluating the shipped rules in alerts/.
+#     scraping all three (the load generator's native histograms too) and
+#     evaluating the shipped rules in alerts/.
 # Runs until Ctrl-C, then stops everything it started. All files it writes
 # live under .scratch/demo.
 #
 # Ports and the scenario are environment variables (Makefile variables of the
 # same names): DEMO_EXPORTER_ADDR, DEMO_SIM_ADDR, DEMO_LOADGEN_ADDR,
-# DEMO_PROMETHEUS_ADDR, DEMO_SCENARIO, DEMO_RATE, DEMO_GPU_HOURLY_USD.
+# DEMO_PROMETHEUS_ADDR, DEMO_SCENARIO, DEMO_CONCURRENCY, DEMO_GPU_HOURLY_USD,
+# and DEMO_SIM_GPU / DEMO_SIM_PID: the GPU and the tenant (PID) of the
+# scenario the simulated server stands for (GPU 0, llm-serve's 4242 in demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -22,7 +31,9 @@ sim_addr=${DEMO_SIM_ADDR:-127.0.0.1:8000}
 loadgen_addr=${DEMO_LOADGEN_ADDR:-127.0.0.1:9843}
 prom_addr=${DEMO_PROMETHEUS_ADDR:-127.0.0.1:9090}
 scenario=${DEMO_SCENARIO:-demo}
-rate=${DEMO_RATE:-8}
+concurrency=${DEMO_CONCURRENCY:-16}
+sim_gpu=${DEMO_SIM_GPU:-0}
+sim_pid=${DEMO_SIM_PID:-4242}
 price=${DEMO_GPU_HOURLY_USD:-2.50}
 
 scratch=.scratch/demo
@@ -51,11 +62,12 @@ fi
 
 start_bg "$scratch/exporter.log" "$bin/gpulens-exporter" --sim.scenario="$scenario" --web.listen-address="$exporter_addr" \
 	--collector.probe --collector.probe.interval=30s
-start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr"
 wait_http "http://$exporter_addr/metrics" exporter
+start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr" \
+	--sim.gpu.exporter-url="http://$exporter_addr/metrics" --sim.gpu="$sim_gpu" --sim.gpu.pid="$sim_pid"
 wait_http "http://$sim_addr/health" sim
 start_bg "$scratch/loadgen.log" "$bin/gpulens-loadgen" run \
-	--target="http://$sim_addr/v1" --model=gpulens-sim --rate="$rate" --arrival=poisson --duration=24h \
+	--target="http://$sim_addr/v1" --model=gpulens-sim --concurrency="$concurrency" --duration=24h \
 	--scenario=demo --cost.gpu-hourly-usd="$price" --exporter.url="http://$exporter_addr/metrics" \
 	--output="$scratch/loadgen-report.json" --web.listen-address="$loadgen_addr" --no-progress
 wait_http "http://$loadgen_addr/metrics" loadgen
@@ -70,7 +82,10 @@ for f in alerts/*.rules.yml alerts/*rules*.yaml; do [ -f "$f" ] && rules+=("$PWD
 	fi
 	echo "scrape_configs:"
 	echo "  - {job_name: gpulens-exporter, static_configs: [{targets: ['$exporter_addr'], labels: {cluster: local}}]}"
-	echo "  - {job_name: gpulens-loadgen, static_configs: [{targets: ['$loadgen_addr'], labels: {cluster: local}}]}"
+	# Native histograms (latency percentiles within ~5 %) and classic buckets,
+	# as deploy/prometheus/prometheus.yml.
+	echo "  - {job_name: gpulens-loadgen, scrape_native_histograms: true, always_scrape_classic_histograms: true,"
+	echo "     static_configs: [{targets: ['$loadgen_addr'], labels: {cluster: local}}]}"
 	echo "  - {job_name: gpulens-sim, static_configs: [{targets: ['$sim_addr'], labels: {cluster: local}}]}"
 } >"$scratch/prometheus.yml"
 start_bg "$scratch/prometheus.log" "$prometheus" --config.file="$scratch/prometheus.yml" \
@@ -82,30 +97,41 @@ cat <<TXT
 gpulens demo is running (simulated GPUs: scenario $scenario; nothing here touches a real GPU).
 
   exporter metrics     http://$exporter_addr/metrics
-  inference simulator  http://$sim_addr/v1   (vLLM-style metrics: http://$sim_addr/metrics)
-  load generator       http://$loadgen_addr/metrics   ($rate req/s Poisson, GPU at \$$price/h)
+  inference simulator  http://$sim_addr/v1   (vLLM-style metrics: http://$sim_addr/metrics;
+                       on GPU $sim_gpu as PID $sim_pid: gpulens_sim_slowdown_ratio)
+  load generator       http://$loadgen_addr/metrics   ($concurrency users, GPU at \$$price/h)
   Prometheus           http://$prom_addr   (targets: http://$prom_addr/targets, alerts: http://$prom_addr/alerts)
 
 Rule files loaded: ${#rules[@]}.
 TXT
 if [ "$scenario" = demo ]; then
 	cat <<TXT
-Alerts to watch (scenario demo; times from the start, with the shipped 'for:' durations):
+The neighbour on GPU 0, on one time axis (dashboard "gpulens / Sharing and
+contention", row "Is the neighbour hurting latency and cost?"):
+  1.5 min  batch-train (research, 70 % SM) joins llm-serve (serving) on GPU 0:
+           the contention ratio climbs to 1; the simulated server, standing for
+           llm-serve, slows down 1.7x (gpulens_sim_slowdown_ratio): TTFT and ITL
+           up ~1.7x, requests per GPU-hour down, cost per 1,000 requests up ~1.7x
+  ~13 min  GpulensGPUHighContention fires on GPU 0 (a latency SLO tenant shares it)
+  ~31 min  batch-train leaves (back at 41): contention, latency and cost drop back
+Other alerts to watch (the scenario's header, internal/gpusim/scenarios/demo.yaml,
+lists them all, with the shipped 'for:' durations):
   ~4 min   GpulensGPUXIDApplicationError        GPU 7: a batch job trips XID 13 (severity info)
-  ~9 min   GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM (fills the card in 5 min, restarts every 30)
-  ~13 min  GpulensGPUHighContention             GPU 0: batch-train (research) joins llm-serve (serving) after 90 s
-  ~15 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
+  ~15 min  GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM
+  ~17 min  GpulensNVMLCallsFailing              GPU 3's PCIe replay counter call fails
+  ~25 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
+  ~30-45 min GpulensGPUStolenTimeHigh           GPU 1: the invisible neighbour below
   pending states show up in a minute or two at http://$prom_addr/alerts
 The probe (every 30 s) sees what NVML cannot: on GPU 1 an invisible neighbour
-takes half the GPU from 2 to 6 minutes of every 10 (stolen time ~0.5, device
-copy and FLOP/s halved; 4 minutes is too short for GpulensGPUStolenTimeHigh's
-15). Dashboards: GPU detail, row "Is this GPU mine?".
+takes half the GPU from 2 to 7 minutes of every 10 (stolen time ~0.5, device copy
+and FLOP/s halved). Dashboards: GPU detail, row "Is this GPU mine?".
 TXT
 fi
 cat <<TXT
 Try in Prometheus:
   rate(gpulens_gpu_busy_seconds_total[1m])
-  histogram_quantile(0.99, sum by (le) (rate(gpulens_loadgen_time_to_first_token_seconds_bucket[1m])))
+  histogram_quantile(0.99, sum(rate(gpulens_loadgen_time_to_first_token_seconds[1m])))   (native histogram)
+  gpulens_sim_slowdown_ratio
   gpulens_loadgen_cost_per_request_usd
   gpulens_probe_stolen_time_ratio
 

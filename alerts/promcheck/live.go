@@ -108,13 +108,20 @@ var (
 	simServerRe = regexp.MustCompile(`msg="simulated inference server listening" address=([0-9.:\[\]]+)`)
 )
 
-func get(ctx context.Context, url string) ([]byte, error) {
+// Formats to ask for: the text format, or the protobuf format Prometheus
+// asks for when it scrapes native histograms (only that format carries
+// them). Known.AddExposition parses both.
+const (
+	acceptText     = "text/plain;version=0.0.4"
+	acceptProtobuf = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+)
+
+func get(ctx context.Context, url, accept string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	// Text exposition: the checker parses it.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Header.Set("Accept", accept)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
@@ -147,7 +154,7 @@ func ScrapeExporter(ctx context.Context, bin, scenario string, settle time.Durat
 	if err := sleep(ctx, settle); err != nil {
 		return nil, err
 	}
-	body, err := get(ctx, "http://"+addr+"/metrics")
+	body, err := get(ctx, "http://"+addr+"/metrics", acceptText)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", scenario, err)
 	}
@@ -182,7 +189,9 @@ func ScrapeLoadgen(ctx context.Context, bin string, settle time.Duration) ([]byt
 	if err := sleep(ctx, settle); err != nil {
 		return nil, err
 	}
-	return get(ctx, "http://"+addr+"/metrics")
+	// As Prometheus scrapes it (deploy/prometheus/prometheus.yml): native
+	// histograms included.
+	return get(ctx, "http://"+addr+"/metrics", acceptProtobuf)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -5,6 +5,7 @@
 package promcheck
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -118,19 +119,35 @@ func (k Known) Add(names ...string) {
 	}
 }
 
-// AddExposition adds every series name of a scrape in the text exposition
-// format: histograms add _bucket, _sum and _count, summaries _sum and
-// _count.
+// AddExposition adds every series name of a scrape, in the text format or
+// in the delimited protobuf format (what Prometheus asks for when it
+// scrapes native histograms): histograms add _bucket, _sum and _count, and
+// their own name when they carry native buckets (the series Prometheus
+// stores a native histogram under, which only the protobuf format shows);
+// summaries add their name, _sum and _count.
 func (k Known) AddExposition(r io.Reader) error {
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(r)
+	body, err := io.ReadAll(r)
 	if err != nil {
-		return fmt.Errorf("parsing scrape: %w", err)
+		return fmt.Errorf("reading scrape: %w", err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		var perr error
+		if fams, perr = decodeProtobuf(body); perr != nil {
+			return fmt.Errorf("parsing scrape: as text: %w; as protobuf: %w", err, perr)
+		}
 	}
 	for name, fam := range fams {
 		switch fam.GetType() {
 		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
 			k.Add(name+"_bucket", name+"_sum", name+"_count")
+			for _, m := range fam.GetMetric() {
+				if h := m.GetHistogram(); h != nil && (h.Schema != nil || h.ZeroThreshold != nil) {
+					k.Add(name)
+					break
+				}
+			}
 		case dto.MetricType_SUMMARY:
 			k.Add(name, name+"_sum", name+"_count")
 		default:
@@ -138,6 +155,25 @@ func (k Known) AddExposition(r io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// decodeProtobuf decodes a delimited protobuf exposition.
+func decodeProtobuf(body []byte) (map[string]*dto.MetricFamily, error) {
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	fams := map[string]*dto.MetricFamily{}
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			if errors.Is(err, io.EOF) && len(fams) > 0 {
+				return fams, nil
+			}
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("no metric families")
+			}
+			return nil, err
+		}
+		fams[mf.GetName()] = &mf
+	}
 }
 
 // AddRuleFiles adds the names the recording rules of files record.

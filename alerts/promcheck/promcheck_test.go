@@ -1,8 +1,14 @@
 package promcheck
 
 import (
+	"bytes"
+	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestSubstitute(t *testing.T) {
@@ -98,5 +104,49 @@ func TestVariableQuery(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("VariableQuery(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// A protobuf scrape (what Prometheus asks for when it ingests native
+// histograms) adds a native histogram's own name as well as its classic
+// series; a classic-only histogram adds only _bucket, _sum and _count.
+func TestAddExpositionProtobufNativeHistograms(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	native := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "lat_seconds", Help: "Native and classic.", Buckets: []float64{0.1, 1},
+		NativeHistogramBucketFactor: 1.1,
+	})
+	classic := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "old_seconds", Help: "Classic.", Buckets: []float64{0.1, 1}})
+	reg.MustRegister(native, classic)
+	native.Observe(0.2)
+	classic.Observe(0.2)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		accept     string
+		nativeName bool
+	}{{acceptProtobuf, true}, {acceptText, false}} {
+		body, err := get(context.Background(), srv.URL, tc.accept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := Known{}
+		if err := k.AddExposition(bytes.NewReader(body)); err != nil {
+			t.Fatalf("Accept %s: %v", tc.accept, err)
+		}
+		for _, n := range []string{"lat_seconds_bucket", "lat_seconds_count", "old_seconds_bucket", "old_seconds_sum"} {
+			if !k[n] {
+				t.Errorf("Accept %s: %s unknown", tc.accept, n)
+			}
+		}
+		if k["lat_seconds"] != tc.nativeName {
+			t.Errorf("Accept %s: native histogram name known = %v, want %v", tc.accept, k["lat_seconds"], tc.nativeName)
+		}
+		if k["old_seconds"] {
+			t.Errorf("Accept %s: a classic-only histogram's own name is known", tc.accept)
+		}
+	}
+	if err := (Known{}).AddExposition(strings.NewReader("\x05\x0anot a metric family")); err == nil {
+		t.Error("garbage parsed as an exposition")
 	}
 }

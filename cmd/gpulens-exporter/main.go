@@ -12,13 +12,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/promslog"
@@ -38,6 +38,9 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stderr))
 }
 
+// minSamplerInterval is the shortest --sampler.interval accepted.
+const minSamplerInterval = 100 * time.Millisecond
+
 // options holds the parsed command line.
 type options struct {
 	metricsPath   string
@@ -46,6 +49,8 @@ type options struct {
 	deviceTimeout time.Duration
 	simScenario   string
 	simSeed       int64
+	simStart      time.Time // zero: when the exporter starts
+	simSpeed      float64
 	collectors    map[string]*bool
 	xid           *bool
 	attribution   attributionFlags
@@ -62,10 +67,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
 	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
-	durationFlag(app, "sampler.interval", "How often each GPU is read.", "1s", &o.interval)
+	durationFlag(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
 	durationFlag(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
 	app.Flag("sim.scenario", "Replace NVML with a simulated fleet: a built-in scenario ("+joinNames(gpusim.BuiltinNames())+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
 	app.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same values at the same elapsed time.").Default("1").Int64Var(&o.simSeed)
+	simStart := app.Flag("sim.start", "Sim time zero of the simulated fleet, as Unix seconds (1767225600.5) or RFC 3339 (2026-01-01T00:00:00Z), at most "+gpusim.MaxStartAge.String()+" ago and "+gpusim.MaxStartAhead.String()+" ahead (sim time stays 0 until then); default: when the exporter starts. Processes given the same start and seed (gpulens-verify --sim.start, another exporter) see the same GPUs at the same moment.").PlaceHolder("TIME").String()
+	app.Flag("sim.speed", "Sim seconds per real second of the simulated fleet (at most "+fmt.Sprint(gpusim.MaxSpeed)+"): every time of the scenario, fault delays included, passes this many times faster. For tests that compress a scenario's hour into a minute; scale --sampler.device-timeout and Prometheus's intervals with it.").Default("1").Float64Var(&o.simSpeed)
 	for _, f := range collector.Factories() {
 		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
 	}
@@ -79,8 +86,21 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.interval <= 0 {
-		return nil, fmt.Errorf("--sampler.interval must be positive, got %s", o.interval)
+	if *simStart != "" {
+		if o.simScenario == "" {
+			return nil, fmt.Errorf("--sim.start needs --sim.scenario")
+		}
+		t, err := gpusim.ParseStart(*simStart, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("--sim.start: %w", err)
+		}
+		o.simStart = t
+	}
+	if !(o.simSpeed > 0 && o.simSpeed <= gpusim.MaxSpeed) {
+		return nil, fmt.Errorf("--sim.speed must be above 0 and at most %d, got %v", gpusim.MaxSpeed, o.simSpeed)
+	}
+	if o.interval < minSamplerInterval {
+		return nil, fmt.Errorf("--sampler.interval must be at least %s, got %s: every GPU is read once per interval, and shorter intervals only burn CPU", minSamplerInterval, o.interval)
 	}
 	if o.deviceTimeout <= 0 {
 		return nil, fmt.Errorf("--sampler.device-timeout must be positive, got %s", o.deviceTimeout)
@@ -164,11 +184,11 @@ func openLibrary(o *options, logger *slog.Logger) (lib nvml.Interface, fleet *gp
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sim.scenario: %w", err)
 	}
-	fleet, err = gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
+	fleet, err = gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart, Speed: o.simSpeed})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
 	}
-	logger.Warn("SIMULATED GPUs: no real NVML is read; every GPU is labelled simulated=\"true\"", "scenario", sc.Name, "seed", o.simSeed)
+	logger.Warn("SIMULATED GPUs: no real NVML is read; every GPU is labelled simulated=\"true\"", "scenario", sc.Name, "seed", o.simSeed, "speed", o.simSpeed)
 	return fleet.Interface(), fleet, nil
 }
 
@@ -213,12 +233,12 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	}
 	logger.Info("GPUs found", "count", sampler.DeviceCount())
 
-	reg := prometheus.NewRegistry()
+	reg := collector.NewRegistry() // collected with the snapshot on the render's goroutine
 	reg.MustRegister(
 		sampler.Live(),
 		versioncollector.NewCollector("gpulens_exporter"),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collector.NewProcessCollector(), // client_golang's, without its per-scrape /proc/stat and netstat reads
 	)
 	// The probe runs on its own goroutine and publishes a snapshot that the
 	// exposition renders with the rest; a scrape never calls CUDA.
@@ -231,26 +251,26 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
+	// Stop the goroutines before waiting for them, so that an error (a
+	// listen error above all) returns at once.
+	defer func() { cancel(); wg.Wait() }()
 	wg.Add(1)
 	go func() { defer wg.Done(); sampler.Run(ctx) }()
-	defer wg.Wait()
 	if probe != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); probe.Run(ctx) }()
 	}
-	// The snapshot and the exporter's own metrics are rendered off the
-	// scrape path; a scrape writes pre-rendered bytes.
+	// The snapshot and the exporter's own metrics are rendered when a scrape
+	// finds a new snapshot, once however many scrapes want it; other
+	// scrapes write the rendered bytes.
 	metrics := collector.NewExposition(sampler, reg, collector.ExpositionOptions{MaxRequestsInFlight: o.maxRequests, Logger: logger})
-	wg.Add(1)
-	go func() { defer wg.Done(); metrics.Run(ctx) }()
 
 	mux, err := newMux(metrics, o, logger)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(mux, logger)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -260,10 +280,50 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	if err := web.ListenAndServe(srv, o.web, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving HTTP: %w", err)
+		return fmt.Errorf("serving HTTP on %s: %w", listenSource(o.web), err)
 	}
 	logger.Info("shutting down")
 	return nil
+}
+
+// The HTTP server's timeouts; variables so that tests can shorten them.
+var (
+	// readHeaderTimeout bounds reading a request's header.
+	readHeaderTimeout = 10 * time.Second
+	// readTimeout bounds reading a whole request, body included: a client
+	// that promises a body and never sends it is disconnected.
+	readTimeout = 30 * time.Second
+	// writeTimeout bounds a request from the end of its header to the end
+	// of its response: a client that stops reading is disconnected.
+	writeTimeout = 30 * time.Second
+	// idleTimeout closes a keep-alive connection that carries no request
+	// for this long (longer than the usual scrape intervals, so Prometheus
+	// keeps its connection).
+	idleTimeout = 90 * time.Second
+)
+
+// newHTTPServer returns the exporter's HTTP server: no connection, idle or
+// stalled, is held for ever.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// listenSource names the flag that chose where to listen, for errors.
+func listenSource(w *web.FlagConfig) string {
+	if w.WebSystemdSocket != nil && *w.WebSystemdSocket {
+		return "--web.systemd-socket"
+	}
+	if w.WebListenAddresses == nil {
+		return "--web.listen-address"
+	}
+	return "--web.listen-address=" + strings.Join(*w.WebListenAddresses, ",")
 }
 
 func newMux(metrics http.Handler, o *options, logger *slog.Logger) (*http.ServeMux, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -12,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -317,6 +319,7 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 		want []string
 	}{
 		{"zero interval", []string{"--sampler.interval=0s"}, 2, []string{"--sampler.interval"}},
+		{"interval below the floor", []string{"--sampler.interval=1ns"}, 2, []string{"--sampler.interval", "at least 100ms", "1ns"}},
 		{"bad duration", []string{"--sampler.device-timeout=soon"}, 2, []string{"sampler.device-timeout"}},
 		{"unknown collector", []string{"--collector.nonexistent"}, 2, []string{"collector.nonexistent"}},
 		{"relative telemetry path", []string{"--web.telemetry-path=metrics"}, 2, []string{"--web.telemetry-path"}},
@@ -373,5 +376,220 @@ func TestSimulatedTenantsCarryPods(t *testing.T) {
 	}
 	if !alloc {
 		t.Errorf("no gpulens_gpu_allocation_info for the simulated vLLM pod on GPU 0")
+	}
+}
+
+// runUntilExit runs the exporter without ever cancelling it and returns its
+// exit code and output; the exporter must exit by itself.
+func runUntilExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(context.Background(), args, logs) }()
+	select {
+	case code := <-done:
+		return code, logs.String()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("exporter still running 20 s after a start-up error; output:\n%s", logs.String())
+		return 0, ""
+	}
+}
+
+// TestListenErrorExitsAtOnce: a port in use or an invalid port is logged,
+// naming the flag, and the exporter exits 1 without waiting for a signal.
+func TestListenErrorExitsAtOnce(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		name, addr string
+		want       []string
+	}{
+		{"port in use", busy.Addr().String(), []string{"--web.listen-address=" + busy.Addr().String(), "address already in use"}},
+		{"invalid port", "127.0.0.1:99999", []string{"--web.listen-address=127.0.0.1:99999", "invalid port"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runUntilExit(t, "--sim.scenario=minimal", "--web.listen-address="+tc.addr)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1; output:\n%s", code, out)
+			}
+			if !strings.Contains(out, "level=ERROR") {
+				t.Errorf("the error was not logged:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestSamplerIntervalFloor: intervals below 100ms are refused with a
+// message naming the flag and the minimum; 100ms is accepted.
+func TestSamplerIntervalFloor(t *testing.T) {
+	for _, v := range []string{"1ns", "1ms", "99ms", "-1s"} {
+		var out syncBuffer
+		if _, err := parseFlags([]string{"--sampler.interval=" + v}, &out); err == nil {
+			t.Errorf("--sampler.interval=%s accepted", v)
+		} else if msg := err.Error(); !strings.Contains(msg, "--sampler.interval") || !strings.Contains(msg, "at least 100ms") || !strings.Contains(msg, v) {
+			t.Errorf("--sampler.interval=%s: message %q does not name the flag, the minimum and the value", v, msg)
+		}
+	}
+	if o, err := parseFlags([]string{"--sampler.interval=100ms"}, io.Discard); err != nil || o.interval != 100*time.Millisecond {
+		t.Errorf("--sampler.interval=100ms: %v, %v", o, err)
+	}
+}
+
+// TestMetricsMethods: /metrics answers GET and HEAD; other methods get 405
+// with an Allow header.
+func TestMetricsMethods(t *testing.T) {
+	addr := startExporter(t, "--sim.scenario=minimal")
+	url := "http://" + addr + "/metrics"
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodTrace, http.MethodOptions} {
+		req, _ := http.NewRequest(m, url, strings.NewReader("x=1"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s: %s, Allow %q; want 405 and \"GET, HEAD\"", m, resp.Status, resp.Header.Get("Allow"))
+		}
+		if strings.Contains(string(body), "gpulens_gpu_up") {
+			t.Errorf("%s served the metrics", m)
+		}
+	}
+	resp, err := http.Head(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.ContentLength <= 0 {
+		t.Errorf("HEAD: %s, Content-Length %d; want 200 and the body's length", resp.Status, resp.ContentLength)
+	}
+	if fams := scrape(t, http.DefaultClient, url); fams["gpulens_gpu_up"] == nil {
+		t.Errorf("GET lacks gpulens_gpu_up")
+	}
+}
+
+// shortTimeouts shortens the HTTP server's timeouts for one test; call it
+// before startExporter (the restore then runs after the exporter stopped).
+func shortTimeouts(t *testing.T, read, idle time.Duration) {
+	t.Helper()
+	oldRead, oldWrite, oldIdle := readTimeout, writeTimeout, idleTimeout
+	readTimeout, idleTimeout = read, idle
+	t.Cleanup(func() { readTimeout, writeTimeout, idleTimeout = oldRead, oldWrite, oldIdle })
+}
+
+// promiseBody opens a connection and sends a request header announcing a
+// body that never comes.
+func promiseBody(t *testing.T, addr, path string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n", path, addr); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitClosed reads from c until the server closes it; the deadline is only
+// a bound for a broken server.
+func waitClosed(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Errorf("%s: the server did not close the connection: %v", what, err)
+	}
+}
+
+// TestPromisedBodiesDoNotStarveScrapes: more connections than
+// --web.max-requests send a request header promising a body and never send
+// it. Each is answered (the exposition does not wait for the body) and
+// closed; a real scrape succeeds meanwhile. On another path, where the
+// handler does not refuse the body, the read timeout closes the connection.
+func TestPromisedBodiesDoNotStarveScrapes(t *testing.T) {
+	shortTimeouts(t, 300*time.Millisecond, time.Minute)
+	const maxRequests = 3
+	addr := startExporter(t, "--sim.scenario=minimal", fmt.Sprintf("--web.max-requests=%d", maxRequests))
+	// One after the other, so that the limit is never legitimately reached;
+	// each stays open.
+	var stalled []net.Conn
+	for i := range maxRequests + 2 {
+		c := promiseBody(t, addr, "/metrics")
+		stalled = append(stalled, c)
+		_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("stalled connection %d got no answer: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !resp.Close || !strings.Contains(string(body), "gpulens_gpu_up{") {
+			t.Errorf("stalled connection %d: %s, close %v, %d bytes; want 200 with the metrics, then close", i, resp.Status, resp.Close, len(body))
+		}
+	}
+	// The stalled clients have not closed their connections: a real scrape
+	// still gets a slot.
+	if fams := scrape(t, http.DefaultClient, "http://"+addr+"/metrics"); fams["gpulens_gpu_up"] == nil {
+		t.Errorf("real scrape lacks gpulens_gpu_up")
+	}
+	for i, c := range stalled {
+		waitClosed(t, c, fmt.Sprintf("stalled /metrics connection %d", i))
+	}
+	// /-/healthy does not refuse bodies: net/http waits for the promised
+	// body before answering, until the read timeout.
+	waitClosed(t, promiseBody(t, addr, "/-/healthy"), "stalled /-/healthy connection")
+}
+
+// TestIdleConnectionsAreClosed: a keep-alive connection that carries no
+// further request is closed after the idle timeout.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	shortTimeouts(t, 30*time.Second, 200*time.Millisecond)
+	addr := startExporter(t, "--sim.scenario=minimal")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("%s, close %v; want 200 on a kept-alive connection", resp.Status, resp.Close)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: read %d bytes, %v; want EOF (closed by the server)", n, err)
+	}
+}
+
+// TestHTTPServerTimeouts: every timeout of the server is set.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
+		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,
+	} {
+		if d <= 0 || d > 2*time.Minute {
+			t.Errorf("%s = %s, want between 0 and 2m", name, d)
+		}
+	}
+	if srv.IdleTimeout < time.Minute {
+		t.Errorf("IdleTimeout %s is shorter than a 60 s scrape interval: Prometheus would reconnect on every scrape", srv.IdleTimeout)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
@@ -19,6 +20,15 @@ type simFlags struct {
 	listenAddress   string
 	shutdownTimeout time.Duration
 	cfg             simserver.Config
+	gpu             simserver.GPUTie
+}
+
+// gpuTieFlagNames are the flags of the GPU tie (simserver.GPUTie).
+var gpuTieFlagNames = map[option.Name]string{
+	"ExporterURL": "--sim.gpu.exporter-url",
+	"GPU":         "--sim.gpu",
+	"Interval":    "--sim.gpu.poll-interval",
+	"StaleAfter":  "--sim.gpu.stale-after",
 }
 
 func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
@@ -47,6 +57,12 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.disconnect-rate", "Probability that a response is cut off before its end.").Default("0").Float64Var(&c.DisconnectRate)
 	cmd.Flag("sim.stall-rate", "Probability that a request stalls once, before a random output token.").Default("0").Float64Var(&c.StallRate)
 	cmd.Flag("sim.stall-duration", "Duration of a stall.").Default(d.StallDuration.String()).DurationVar(&c.StallDuration)
+	g := &f.gpu
+	cmd.Flag("sim.gpu.exporter-url", "Tie the simulated GPU's speed to a GPU a gpulens exporter reports (its /metrics URL): every step takes 1 + the SM utilisation of the GPU's other processes times as long, so a neighbour joining shows as contention on the exporter and as latency here. Empty: alone on the GPU.").PlaceHolder("URL").StringVar(&g.ExporterURL)
+	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID.").Default("0").StringVar(&g.GPU)
+	cmd.Flag("sim.gpu.pid", "With --sim.gpu.exporter-url: the process on the GPU the server stands for (in a simulated fleet, the serving tenant it replaces), not counted as a neighbour.").PlaceHolder("PID").StringVar(&g.PID)
+	cmd.Flag("sim.gpu.poll-interval", "With --sim.gpu.exporter-url: how often to read the exporter.").Default("2s").DurationVar(&g.Interval)
+	cmd.Flag("sim.gpu.stale-after", "With --sim.gpu.exporter-url: how long the last reading holds while the exporter cannot be read, before running as if alone.").Default("30s").DurationVar(&g.StaleAfter)
 	return f
 }
 
@@ -59,6 +75,12 @@ func simCommand(app *kingpin.Application) command {
 		if err != nil {
 			return flagged(simFlagNames, err)
 		}
+		tied := f.gpu.ExporterURL != ""
+		if tied {
+			if err := f.gpu.Validate(); err != nil {
+				return flagged(gpuTieFlagNames, fmt.Errorf("invalid GPU tie: %w", err))
+			}
+		}
 		ln, err := net.Listen("tcp", f.listenAddress)
 		if err != nil {
 			return fmt.Errorf("--sim.listen-address: %w", err)
@@ -66,6 +88,13 @@ func simCommand(app *kingpin.Application) command {
 		cfg := s.Config()
 		logger.Info("simulated inference server listening", "address", ln.Addr().String(), "model", cfg.Model,
 			"fixed_mode", cfg.Fixed(), "max_batch", cfg.MaxBatch, "seed", cfg.Seed)
+		if tied {
+			logger.Info("simulated GPU tied to an exporter's GPU", "url", f.gpu.ExporterURL, "gpu", f.gpu.GPU, "pid", f.gpu.PID, "poll_interval", f.gpu.Interval)
+			tieCtx, stopTie := context.WithCancel(ctx)
+			tieDone := make(chan struct{})
+			go func() { defer close(tieDone); _ = f.gpu.Run(tieCtx, s, logger) }()
+			defer func() { stopTie(); <-tieDone }()
+		}
 		return serveSim(ctx, ln, s, f.shutdownTimeout, logger)
 	}}
 }

@@ -32,6 +32,7 @@ type options struct {
 	strict      bool
 	simScenario string
 	simSeed     int64
+	simStart    time.Time // zero: when gpulens-verify starts
 	cudaLibrary string
 	log         *promslog.Config
 }
@@ -45,10 +46,11 @@ type rawFlags struct {
 	expectCUDA, devices        string
 	expectDevices              int
 	expectDevicesSet           bool
+	simStart                   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input.")
+	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input. `gpulens-verify burn --help`: a bounded GPU workload.")
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
 	def := gpuprobe.DefaultConfig()
@@ -77,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	app.Flag("strict", "Exit 1 on warnings too, not only on failures.").Default("false").BoolVar(&o.strict)
 	app.Flag("sim.scenario", "Verify a simulated fleet instead of the real GPUs: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
 	app.Flag("sim.seed", "Seed of the simulated fleet.").Default("1").Int64Var(&o.simSeed)
+	app.Flag("sim.start", simStartHelp).PlaceHolder("TIME").StringVar(&r.simStart)
 	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-verify"))
@@ -85,6 +88,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 
+	start, err := parseSimStart(r.simStart, o.simScenario)
+	if err != nil {
+		return nil, err
+	}
+	o.simStart = start
 	if o.repeat < 1 {
 		return nil, fmt.Errorf("--repeat must be at least 1, got %d", o.repeat)
 	}

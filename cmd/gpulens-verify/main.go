@@ -33,6 +33,9 @@ func main() {
 // run is main without the process exit, so tests can drive it. The report
 // goes to stdout, logs and errors to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "burn" {
+		return runBurn(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)
@@ -100,7 +103,7 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		if err != nil {
 			return src, nil, closeAll, fmt.Errorf("--sim.scenario: %w", err)
 		}
-		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: time.Now()})
+		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart})
 		if err != nil {
 			return src, nil, closeAll, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
 		}

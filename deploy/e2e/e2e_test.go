@@ -60,7 +60,9 @@ var (
 // leak and the noisy neighbour fire their alerts (and only on their GPU),
 // that every dashboard query and variable returns data, and that the TTFT
 // histogram Prometheus scraped from the load generator agrees with its
-// JSON report, bucket by bucket.
+// JSON report, bucket by bucket, and that the latency percentiles
+// Prometheus reads from the native histograms (the recording rules the
+// dashboards show among them) are within 5 % of the report's exact ones.
 func TestStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: starts Prometheus and the gpulens programs for about a minute")
@@ -76,9 +78,12 @@ func TestStack(t *testing.T) {
 
 	exporter := startProc(t, "gpulens-exporter", bins.exporter, "--sim.scenario=testdata/e2e.yaml",
 		"--web.listen-address=127.0.0.1:0", "--collector.probe", "--collector.probe.interval=5s")
-	sim := startProc(t, "gpulens-loadgen sim", bins.loadgen, "sim", "--sim.listen-address=127.0.0.1:0",
-		"--sim.model=gpulens-sim")
 	exporterAddr := exporter.address(runCtx, t, listeningRe)
+	// The simulated server stands for llm-serve (pid 4242) on GPU 0 of the
+	// simulated fleet: when batch-train joins it at 8 s, it slows down.
+	sim := startProc(t, "gpulens-loadgen sim", bins.loadgen, "sim", "--sim.listen-address=127.0.0.1:0",
+		"--sim.model=gpulens-sim", "--sim.gpu.exporter-url=http://"+exporterAddr+"/metrics", "--sim.gpu=0",
+		"--sim.gpu.pid=4242", "--sim.gpu.poll-interval=500ms")
 	simAddr := sim.address(runCtx, t, simServerRe)
 
 	reportPath := filepath.Join(dir, "report.json")
@@ -178,7 +183,7 @@ func TestStack(t *testing.T) {
 		}
 		empty := map[string]string{}
 		for _, q := range queries {
-			empty[q.expr] = q.where
+			empty[dataProbe(q.expr)] = q.where
 		}
 		poll(runCtx, time.Second, func() bool {
 			for expr := range empty {
@@ -193,6 +198,7 @@ func TestStack(t *testing.T) {
 			t.Errorf("%s: no data for %s (err %v)", where, expr, err)
 		}
 		t.Logf("%d dashboard queries and variables return data, %s after start", len(queries), time.Since(began).Round(time.Second))
+		checkJoinedTables(runCtx, t, api, filepath.Join(repoRoot, "dashboards"))
 	})
 
 	t.Run("TTFT histogram matches the report", func(t *testing.T) {
@@ -214,6 +220,8 @@ func TestStack(t *testing.T) {
 			t.Fatalf("report has %d runs; want one with embedded requests", len(doc.Runs))
 		}
 		compareTTFT(runCtx, t, api, doc.Runs[0])
+		comparePercentiles(runCtx, t, api, doc.Runs[0])
+		checkNeighbourSlowsServer(runCtx, t, api, doc, began)
 		// Ctrl-C ends the linger at once; the exit status is the run's. The
 		// wait only stops a broken test from hanging.
 		if err := loadgen.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -103,6 +103,7 @@ type device struct {
 	replays    *process
 	randomXids *process
 	migDevices []*migDevice
+	migSlices  int // compute slices of the whole GPU (7 on H100); 0 outside MIG
 }
 
 var _ nvml.Device = (*device)(nil)
@@ -147,6 +148,9 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 	d.replays = newProcess(spec.replaysPerHour, hashN(key, streamReplays))
 	d.randomXids = newProcess(spec.xidPerHour, hashN(key, streamXid))
 	d.migDevices = newMigDevices(d)
+	if len(d.migDevices) > 0 {
+		_, d.migSlices = migProfilesOf(spec.model)
+	}
 	return d
 }
 
@@ -163,7 +167,7 @@ func (d *device) enter(call string) (float64, nvml.Return) {
 		return 0, nvml.ERROR_UNINITIALIZED
 	}
 	if lat := d.f.sc.callLatency; lat > 0 {
-		time.Sleep(lat)
+		time.Sleep(d.f.realDuration(lat))
 	}
 	t := d.f.elapsed()
 	if t >= d.lostAt {
@@ -177,7 +181,7 @@ func (d *device) enter(call string) (float64, nvml.Return) {
 		case faultError:
 			return t, fs.ret
 		case faultSlow, faultHang:
-			time.Sleep(fs.delay)
+			time.Sleep(d.f.realDuration(fs.delay))
 			t = d.f.elapsed()
 			if t >= d.lostAt {
 				return t, nvml.ERROR_GPU_IS_LOST
@@ -190,17 +194,40 @@ func (d *device) enter(call string) (float64, nvml.Return) {
 // ---- the physical model: pure functions of sim time ----
 
 // With tenants, device utilisation and memory are the sums over the running
-// tenants; the device's own util/memory signals are not used.
+// tenants; the device's own util/memory signals are not used. In MIG mode a
+// tenant's utilisation is a share of its instance: each instance counts
+// (capped at 100 %) in proportion to its compute slices, so a 3g instance
+// at 100 % is 3/7 of an H100.
 func (d *device) utilPct(t float64) float64 {
 	if len(d.spec.tenants) > 0 {
+		if len(d.migDevices) > 0 {
+			sm, _ := d.migLoad(t)
+			return sm
+		}
 		sm, _, _ := d.tenantLoad(t, -1)
 		return math.Min(sm, 100)
 	}
 	return d.spec.util.at(t, hashN(d.key, streamUtil))
 }
 
+// migLoad is a MIG-mode device's SM and memory-bandwidth utilisation at t:
+// the instances' loads weighted by their share of the compute slices.
+func (d *device) migLoad(t float64) (sm, mem float64) {
+	for _, md := range d.migDevices {
+		s, m, _ := d.tenantLoad(t, md.idx)
+		w := float64(md.prof.slices) / float64(d.migSlices)
+		sm += math.Min(s, 100) * w
+		mem += math.Min(m, 100) * w
+	}
+	return math.Min(sm, 100), math.Min(mem, 100)
+}
+
 func (d *device) memUtilPct(t float64) float64 {
 	if len(d.spec.tenants) > 0 {
+		if len(d.migDevices) > 0 {
+			_, mem := d.migLoad(t)
+			return mem
+		}
 		_, mem, _ := d.tenantLoad(t, -1)
 		return math.Min(mem, 100)
 	}

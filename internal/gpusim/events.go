@@ -204,7 +204,7 @@ func (s *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 		sleep := min(remaining, maxPoll)
 		if !math.IsInf(next, 1) {
 			// Wake when the clock should reach the event, at least 1 ms on.
-			until := time.Duration((next-now)*float64(time.Second)) + time.Millisecond
+			until := s.f.realDuration(time.Duration((next-now)*float64(time.Second))) + time.Millisecond
 			sleep = min(sleep, until)
 		}
 		timer := time.NewTimer(sleep)

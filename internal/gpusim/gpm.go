@@ -95,7 +95,9 @@ func (d *device) GpmMigSampleGet(gi int, s nvml.GpmSample) nvml.Return {
 }
 
 // gpmActivity is the mean activity over (t1, t2] from 20 midpoint samples:
-// SM and memory-bandwidth utilisation (percent) and PCIe MiB/s.
+// SM and memory-bandwidth utilisation (percent) and PCIe MiB/s; the
+// activity at t1 when no sim time passed between the samples (a fleet whose
+// Start is still ahead holds sim time at 0).
 func (d *device) gpmActivity(inst int, t1, t2 float64) (sm, dram, tx, rx float64) {
 	const n = 20
 	for i := 0; i < n; i++ {
@@ -133,7 +135,7 @@ func (l *library) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
 	}
 	d1, i1, t1, ok1 := s1.read()
 	d2, i2, t2, ok2 := s2.read()
-	if !ok1 || !ok2 || d1 != d2 || i1 != i2 || t2 <= t1 {
+	if !ok1 || !ok2 || d1 != d2 || i1 != i2 || t2 < t1 {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
 	sm, dram, tx, rx := d1.gpmActivity(i1, t1, t2)

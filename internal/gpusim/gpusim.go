@@ -57,7 +57,17 @@ type Options struct {
 	// Scenario.Nodes), so that one exporter per node can run; empty: all
 	// devices of the scenario.
 	Node string
+	// Speed is how many seconds of sim time pass per second of Now (0: 1),
+	// at most MaxSpeed: sim time is Speed × (Now() − Start). Every duration
+	// of the scenario is sim time, so the real-time sleeps (call_latency,
+	// slow and hang faults) last their duration / Speed, and process
+	// utilisation samples carry the wall time Start + sim time / Speed. For
+	// tests that compress a scenario's hour into a minute (alerts/).
+	Speed float64
 }
+
+// MaxSpeed bounds Options.Speed.
+const MaxSpeed = 1000
 
 // Fleet is a simulated set of GPUs. Its nvml.Interface is safe for
 // concurrent use.
@@ -66,6 +76,7 @@ type Fleet struct {
 	seed    uint64
 	start   time.Time
 	now     func() time.Time
+	speed   float64 // sim seconds per second of now; see Options.Speed
 	lib     *library
 	devices []*device
 	node    string
@@ -85,7 +96,14 @@ func New(sc *Scenario, opts Options) (*Fleet, error) {
 	if start.IsZero() {
 		start = now()
 	}
-	f := &Fleet{sc: sc, seed: uint64(opts.Seed), start: start, now: now, node: opts.Node}
+	speed := opts.Speed
+	if speed == 0 {
+		speed = 1
+	}
+	if !(speed > 0 && speed <= MaxSpeed) {
+		return nil, fmt.Errorf("gpusim: speed %v must be above 0 and at most %d", opts.Speed, MaxSpeed)
+	}
+	f := &Fleet{sc: sc, seed: uint64(opts.Seed), start: start, now: now, speed: speed, node: opts.Node}
 	if opts.Node != "" && !slices.Contains(sc.Nodes(), opts.Node) {
 		return nil, fmt.Errorf("gpusim: scenario %s has no node %q (nodes: %s)", sc.Name, opts.Node, strings.Join(sc.Nodes(), ", "))
 	}
@@ -147,17 +165,28 @@ func (f *Fleet) Node() string { return f.node }
 // Scenario returns the scenario the fleet runs.
 func (f *Fleet) Scenario() *Scenario { return f.sc }
 
-// Elapsed is the current sim time: Now() - Start, never negative.
+// Elapsed is the current sim time: Speed × (Now() − Start), never negative.
 func (f *Fleet) Elapsed() time.Duration {
 	return time.Duration(f.elapsed() * float64(time.Second))
 }
 
-func (f *Fleet) elapsed() float64 {
-	s := f.now().Sub(f.start).Seconds()
-	if s < 0 {
-		return 0
-	}
-	return s
+func (f *Fleet) elapsed() float64 { return f.simSeconds(f.now()) }
+
+// simSeconds converts a time of the fleet's clock (or of the probe driver's,
+// which follows it) to sim time: Speed × (t − Start), never negative.
+func (f *Fleet) simSeconds(t time.Time) float64 {
+	return math.Max(0, f.speed*t.Sub(f.start).Seconds())
+}
+
+// realDuration is how long d of sim time lasts on the fleet's clock.
+func (f *Fleet) realDuration(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / f.speed)
+}
+
+// wallMicros is the wall time, in µs since the Unix epoch, at which the
+// fleet's clock reaches sim time t (seconds).
+func (f *Fleet) wallMicros(t float64) int64 {
+	return f.start.UnixMicro() + int64(math.Round(t/f.speed*1e6))
 }
 
 func (f *Fleet) initialised() bool { return f.inits.Load() > 0 }

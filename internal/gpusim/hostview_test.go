@@ -255,8 +255,8 @@ func TestThrottledClocks(t *testing.T) {
 		if sm < 1125 || sm > 1185 {
 			t.Errorf("at %v: SM clock %d MHz; want 1125-1185", at, sm)
 		}
-		if temp, _ := d.GetTemperature(nvml.TEMPERATURE_GPU); temp != 85 {
-			t.Errorf("at %v: temperature %d; want 85 (58 + 55 x 340/700)", at, temp)
+		if temp, _ := d.GetTemperature(nvml.TEMPERATURE_GPU); temp != 84 {
+			t.Errorf("at %v: temperature %d; want 84 (60 + 50 x 340/700)", at, temp)
 		}
 		if p, _ := d.GetPowerUsage(); p != 340000 {
 			t.Errorf("at %v: power %d mW; want held at the 340 W limit", at, p)
@@ -273,7 +273,8 @@ func TestProbeSlowdown(t *testing.T) {
 		want      float64
 	}{
 		{"default board, moderate load", "devices: [{model: h100-sxm5-80gb, util: 40}]", 1},
-		{"default board, full load: thermal slowdown at 85 C", "devices: [{model: h100-sxm5-80gb, util: 100}]", 0.9},
+		{"default board, full load: 80 C, under its slowdown point", "devices: [{model: h100-sxm5-80gb, util: 100}]", 1},
+		{"full load in a 35 C rack: thermal slowdown at 85 C", "devices: [{model: h100-sxm5-80gb, util: 100, ambient: 35}]", 0.9},
 		{"idle but capped", "devices: [{model: h100-sxm5-80gb, power_limit: 400}]", math.Sqrt(332.0 / 632)},
 		{"override", "devices: [{model: h100-sxm5-80gb, power_limit: 400, util: 100, probe: {slowdown: 0.75}}]", 0.75},
 		{"A100 at 300 W of 400", "devices: [{model: a100-sxm4-40gb, power_limit: 300}]", math.Sqrt(250.0 / 350)},

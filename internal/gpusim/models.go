@@ -9,6 +9,10 @@ import (
 
 // model is a GPU board: go-nvml's mock configuration (name, memory,
 // architecture, MIG profiles) plus the physical figures the simulation needs.
+// A board at its TDP with the default 30 °C inlet stays below its slowdown
+// temperature (ambient + deltaTC: 80 °C against 83-85 °C), as a healthy GPU
+// at full load does: thermal slowdown takes a hot inlet (35 °C and more at
+// full power) or a cooling fault.
 type model struct {
 	key            string
 	cfg            gpus.Config
@@ -18,7 +22,7 @@ type model struct {
 	memMaxMHz      float64
 	smIdleMHz      float64
 	reservedMiB    uint64  // driver/firmware reservation (Memory_v2.Reserved)
-	deltaTC        float64 // temperature rise above ambient at the power limit
+	deltaTC        float64 // temperature rise above ambient at the TDP: below slowdownC at a 30 °C inlet
 	slowdownC      float64 // SwThermalSlowdown from this temperature
 	fan            bool    // PCIe boards report a fan; SXM boards do not
 	vbios          string
@@ -88,7 +92,7 @@ var models = map[string]*model{
 	"h100-sxm5-80gb": {
 		key: "h100-sxm5-80gb", cfg: gpus.H100_SXM5_80GB,
 		tdpW: 700, idleW: 68, smMaxMHz: 1980, memMaxMHz: 2619, smIdleMHz: 345,
-		reservedMiB: 512, deltaTC: 55, slowdownC: 83, vbios: "96.00.99.00.01",
+		reservedMiB: 512, deltaTC: 50, slowdownC: 83, vbios: "96.00.99.00.01",
 		subsystemID: 0x16C110DE, pcieMaxMiBs: 61035, serialPrefix: "1654",
 		gpmSupported: true, videoClockFrac: 0.8864,
 		pcieGen: 5, pcieWidth: 16, probe: h100Probe,
@@ -96,7 +100,7 @@ var models = map[string]*model{
 	"h200-sxm5-141gb": {
 		key: "h200-sxm5-141gb", cfg: gpus.H200_SXM5_141GB,
 		tdpW: 700, idleW: 75, smMaxMHz: 1980, memMaxMHz: 3201, smIdleMHz: 345,
-		reservedMiB: 640, deltaTC: 55, slowdownC: 83, vbios: "96.00.A5.00.01",
+		reservedMiB: 640, deltaTC: 50, slowdownC: 83, vbios: "96.00.A5.00.01",
 		subsystemID: 0x16C210DE, pcieMaxMiBs: 61035, serialPrefix: "1655",
 		gpmSupported: true, videoClockFrac: 0.8864,
 		pcieGen: 5, pcieWidth: 16,

@@ -14,8 +14,9 @@ import (
 // on the same GPU, and (optionally) a slowdown of the figures.
 
 type rawProbe struct {
-	Neighbour *rawNeighbour `yaml:"neighbour"`
-	Slowdown  *float64      `yaml:"slowdown"`
+	Neighbour *rawNeighbour    `yaml:"neighbour"`
+	Slowdown  *float64         `yaml:"slowdown"`
+	Tenants   *rawProbeTenants `yaml:"tenants"`
 }
 
 type rawNeighbour struct {
@@ -30,6 +31,7 @@ type rawNeighbour struct {
 type probeSpec struct {
 	slowdown  float64 // 0: derived from the power limit and the temperature
 	neighbour *neighbourSpec
+	tenants   *probeTenantsSpec // nil: the tenants do not take the probe's time
 }
 
 // neighbourSpec is another context time-sliced with the probe's, invisible
@@ -59,6 +61,7 @@ func validateProbe(l *errList, path string, r *rawProbe) probeSpec {
 			ps.slowdown = v
 		}
 	}
+	ps.tenants = validateProbeTenants(l, path+".tenants", r.Tenants)
 	if r.Neighbour == nil {
 		return ps
 	}
@@ -133,11 +136,6 @@ func (d *device) probeSlowdown(t float64) float64 {
 	return f
 }
 
-// simSeconds converts a time of the probe driver's clock to sim time.
-func (f *Fleet) simSeconds(t time.Time) float64 {
-	return math.Max(0, t.Sub(f.start).Seconds())
-}
-
 // ProbeDriver returns a simulated CUDA driver over the fleet's GPUs, for
 // gpuprobe.New: the tenant's view of the same devices NVML shows. Each GPU
 // is one CUDA device with its NVML UUID and PCI bus id, its model's probe
@@ -181,6 +179,7 @@ func (f *Fleet) probeDevices() []simdriver.Device {
 			c.FP16TensorFLOPS *= smShare
 			c.BF16TensorFLOPS *= smShare
 			c.UsedByOthers = func(t time.Time) uint64 { return md.memory(f.simSeconds(t)).Used }
+			c.Neighbour = d.probeNeighbour(md.idx)
 			out = append(out, c)
 		}
 	}
@@ -213,8 +212,6 @@ func (d *device) probeDevice() simdriver.Device {
 		TimerResolution:          pf.timerRes,
 		Slowdown:                 func(t time.Time) float64 { return d.probeSlowdown(f.simSeconds(t)) },
 	}
-	if n := d.spec.probe.neighbour; n != nil {
-		dev.Neighbour = func(t time.Time) (float64, time.Duration) { return n.at(f.simSeconds(t)) }
-	}
+	dev.Neighbour = d.probeNeighbour(-1)
 	return dev
 }

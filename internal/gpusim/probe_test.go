@@ -219,7 +219,7 @@ func TestProbeDeviceFunctions(t *testing.T) {
 	for _, tc := range []struct {
 		at    time.Duration
 		share float64
-	}{{0, 0}, {119 * time.Second, 0}, {2 * time.Minute, 0.5}, {5 * time.Minute, 0.5}, {6 * time.Minute, 0}, {12*time.Minute + time.Second, 0.5}} {
+	}{{0, 0}, {119 * time.Second, 0}, {2 * time.Minute, 0.5}, {6 * time.Minute, 0.5}, {7 * time.Minute, 0}, {12*time.Minute + time.Second, 0.5}} {
 		share, slice := gpu1.Neighbour(at(tc.at))
 		if share != tc.share || (share > 0) != (slice == 2*time.Millisecond) {
 			t.Errorf("demo GPU 1 neighbour at %v = %v, %v; want %v", tc.at, share, slice, tc.share)

@@ -307,7 +307,7 @@ const (
 )
 
 // GetProcessUtilization returns the samples newer than lastSeen (µs since
-// the Unix epoch, wall time = Start + sim time), oldest first; ERROR_NOT_FOUND
+// the Unix epoch, wall time = Start + sim time / Speed), oldest first; ERROR_NOT_FOUND
 // when there are none, as the driver answers.
 func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 	t, r := d.enter("GetProcessUtilization")
@@ -317,13 +317,12 @@ func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizati
 	if d.migEnabled() {
 		return nil, nvml.ERROR_NOT_SUPPORTED // as on real GPUs in MIG mode
 	}
-	startUs := d.f.start.UnixMicro()
 	last := int64(math.Floor(t / procSamplePeriod))
 	first := max(0, last-int64(procSampleWindow/procSamplePeriod)+1)
 	var out []nvml.ProcessUtilizationSample
 	for k := first; k <= last; k++ {
 		st := float64(k) * procSamplePeriod
-		ts := uint64(startUs + int64(math.Round(st*1e6)))
+		ts := uint64(d.f.wallMicros(st))
 		if ts <= lastSeen {
 			continue
 		}

@@ -1,6 +1,7 @@
 package gpusim
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -261,7 +262,30 @@ tenants:
 	if r := handle(t, lib, 1).GpmSampleGet(s1); r != nvml.ERROR_NOT_SUPPORTED {
 		t.Errorf("A100 GpmSampleGet = %v", r)
 	}
-	_ = f
+	// Two samples at the same sim time (a fleet whose Start is still ahead
+	// holds sim time at 0) give the activity of that instant; samples in
+	// the wrong order are an error.
+	clk.Set(30 * time.Second)
+	d.GpmSampleGet(s1)
+	d.GpmSampleGet(s2)
+	if g := metrics(s1, s2)[nvml.GPM_METRIC_SM_UTIL]; g != 30 {
+		t.Errorf("SM_UTIL between two samples at 30 s = %v; want the ramp's 30", g)
+	}
+	clk.Set(40 * time.Second)
+	d.GpmSampleGet(s2)
+	m := &nvml.GpmMetricsGetType{Version: nvml.GPM_METRICS_GET_VERSION, NumMetrics: 1, Sample1: s2, Sample2: s1}
+	m.Metrics[0].MetricId = uint32(nvml.GPM_METRIC_SM_UTIL)
+	if r := lib.GpmMetricsGet(m); r != nvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("GpmMetricsGet with the later sample first = %v; want ERROR_INVALID_ARGUMENT", r)
+	}
+	// The whole MIG GPU: each instance's load weighted by its slices, 3/7
+	// of 80 % and 4/7 of 20 %.
+	if g, want := f.devices[0].utilPct(90), (3*80.0+4*20.0)/7; math.Abs(g-want) > 1e-9 {
+		t.Errorf("MIG GPU utilisation %v; want %v", g, want)
+	}
+	if g, want := f.devices[0].memUtilPct(90), (3*30.0+4*10.0)/7; math.Abs(g-want) > 1e-9 {
+		t.Errorf("MIG GPU memory-bandwidth utilisation %v; want %v", g, want)
+	}
 }
 
 func TestFleetNodes(t *testing.T) {

@@ -58,7 +58,7 @@ func New(reg prometheus.Registerer, l Labels, info Info, prices cost.Prices, now
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "gpulens", Subsystem: "loadgen", Name: name, Help: help, ConstLabels: cl, Buckets: buckets,
-			NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour,
+			NativeHistogramBucketFactor: 1.025, NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour,
 		})
 	}
 	m := &Metrics{

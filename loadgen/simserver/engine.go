@@ -121,7 +121,23 @@ type engine struct {
 	stepEnd time.Time
 	stepLen time.Duration
 
+	// slowdown stretches every step (batching) and token delay (fixed
+	// mode): the share of the GPU's time neighbours take (SetSlowdown). Nil
+	// is 1.
+	slowdown *slowdown
+
 	wake []*request // handlers to notify at the end of advance
+}
+
+// stretch scales d by the current slowdown.
+func (e *engine) stretch(d time.Duration) time.Duration {
+	if e.slowdown == nil {
+		return d
+	}
+	if f := e.slowdown.get(); f != 1 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
 }
 
 func newEngine(cfg *Config, m *metrics, queued *atomic.Int64) *engine {
@@ -158,7 +174,7 @@ func (e *engine) admit(now time.Time) int {
 		e.running = append(e.running, r)
 		n++
 		if e.fixed {
-			r.due = now.Add(jitter(r.rng, e.cfg.FixedTTFT, e.cfg.Jitter))
+			r.due = now.Add(jitter(r.rng, e.stretch(e.cfg.FixedTTFT), e.cfg.Jitter))
 			if r.stallAt == 0 {
 				r.due = r.due.Add(e.cfg.StallDuration)
 			}
@@ -274,7 +290,7 @@ func (e *engine) advanceBatching(now time.Time) {
 		return
 	}
 	d := time.Duration(prefill)*e.cfg.PrefillPerToken + e.cfg.DecodeBase + time.Duration(batch)*e.cfg.DecodePerSeq
-	e.stepLen = jitter(e.rng, d, e.cfg.Jitter)
+	e.stepLen = jitter(e.rng, e.stretch(d), e.cfg.Jitter)
 	e.stepEnd = stepStart.Add(e.stepLen)
 	e.inStep = true
 }
@@ -291,7 +307,7 @@ func (e *engine) advanceFixed(now time.Time) {
 				removed = true
 				continue
 			}
-			itl := jitter(r.rng, e.cfg.FixedITL, e.cfg.Jitter)
+			itl := jitter(r.rng, e.stretch(e.cfg.FixedITL), e.cfg.Jitter)
 			// Keep the schedule drift-free when the scheduler woke a little
 			// late, but never burst tokens after falling a whole gap behind.
 			if r.due = r.due.Add(itl); r.due.Before(now) {

@@ -37,6 +37,12 @@ type metrics struct {
 	running, waiting     prometheus.Gauge
 	gpuCache, kvCache    prometheus.Gauge
 	faults               *prometheus.CounterVec
+
+	// The GPU tie (GPUTie): the slowdown and what it comes from.
+	slowdown       prometheus.Gauge
+	neighbourUtil  prometheus.Gauge
+	gpuReads       *prometheus.CounterVec
+	gpuReadSuccess prometheus.Gauge
 }
 
 func newMetrics(model string) *metrics {
@@ -61,6 +67,17 @@ func newMetrics(model string) *metrics {
 	m.gpuCache = gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage (pre-0.10 name).")
 	m.kvCache = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_faults_injected_total", Help: "Faults injected by the simulated server, by kind."}, []string{"fault"})
+	m.slowdown = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_slowdown_ratio",
+		Help: "Factor the simulated GPU's step and token delays are stretched by: 1 alone on the GPU, 1 + the neighbours' SM utilisation when tied to a GPU (--sim.gpu.exporter-url)."})
+	m.neighbourUtil = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_neighbour_sm_utilization_ratio",
+		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied)."})
+	m.gpuReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_gpu_reads_total",
+		Help: "Reads of the exporter's view of the tied GPU, by result (ok, error)."}, []string{"result"})
+	m.gpuReadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_last_read_success_timestamp_seconds",
+		Help: "When the exporter's view of the tied GPU was last read successfully (0: never)."})
+	for _, r := range []string{"ok", "error"} {
+		m.gpuReads.WithLabelValues(r)
+	}
 	for _, r := range []string{"stop", "length"} {
 		m.success.WithLabelValues(r)
 	}
@@ -68,7 +85,8 @@ func newMetrics(model string) *metrics {
 		m.faults.WithLabelValues(f)
 	}
 	m.reg.MustRegister(ttft, itl, tpot, e2e, m.promptTokens, m.generationTokens, m.success,
-		m.running, m.waiting, m.gpuCache, m.kvCache, m.faults)
+		m.running, m.waiting, m.gpuCache, m.kvCache, m.faults,
+		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess)
 	return m
 }
 

@@ -40,6 +40,8 @@ type Server struct {
 	seq    atomic.Uint64 // next request sequence number
 	queued atomic.Int64  // received, not yet admitted
 
+	slowdown slowdown // SetSlowdown
+
 	inMu  sync.Mutex
 	inbox []*request
 	wake  chan struct{} // capacity 1
@@ -72,6 +74,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		closed:    make(chan struct{}),
 		modelJSON: mj,
 	}
+	s.slowdown.set(1)
+	s.metrics.slowdown.Set(1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, false) })
@@ -96,6 +100,7 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 // Run drives the scheduler until ctx is cancelled or Close is called.
 func (s *Server) Run(ctx context.Context) error {
 	e := newEngine(&s.cfg, s.metrics, &s.queued)
+	e.slowdown = &s.slowdown
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var inbox []*request

@@ -1,0 +1,1113 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpulens/gpulens/internal/gpusim"
+)
+
+// Every built-in scenario runs for scenarioSimTime of sim time, compressed
+// scenarioSpeed times, against one real Prometheus evaluating the shipped
+// rules. The compression is a change of time unit applied to everything
+// that measures time, so that the alerts fire (or not) exactly as they
+// would in real time:
+//
+//   - the simulator's clock runs scenarioSpeed times faster (--sim.speed),
+//     fault delays (a 30 s hang) included;
+//   - every duration of the rules is divided by scenarioSpeed: `for:`,
+//     `keep_firing_for:`, group intervals, range selectors, offsets, and the
+//     constants that are seconds (predict_linear's horizon, a threshold
+//     compared with time());
+//   - so are Prometheus's scrape and evaluation intervals (15 s), its
+//     lookback delta (5 m), the exporter's probe interval (5 m) and, where
+//     a fault delays calls, its device timeout (5 s).
+//
+// Values per second are the same in both units (utilisation and
+// contention are ratios of two counters of the exporter's clock; predict_
+// linear's slope and horizon scale inversely). Not scaled: the sampler
+// interval (the exporter refuses less than 100 ms; samplerInterval is 10 s
+// of sim time instead of 1 s, still more than one read per scrape, to keep
+// the exporters' CPU low), and the device timeout of scenarios without
+// delayed calls, which only guards against the test machine's hiccups.
+// Rewriting only `for:` (as deploy/e2e does to exercise the stack in a
+// minute) would not do: a leak's 10-minute regression window or a
+// 10-minute average would keep their length while the fault's minutes
+// shrank to seconds.
+const (
+	scenarioSpeed   = 40
+	scenarioSimTime = 60 * time.Minute
+	// samplerInterval is 10 s of sim time: data at most that old in each
+	// 15-second scrape, at a fraction of the CPU of the exporter's floor
+	// (100 ms).
+	samplerInterval = 250 * time.Millisecond
+)
+
+// wantAlert is one firing episode a scenario must raise: the alert, on a
+// GPU ("" for alerts without a gpu label), first firing between from and
+// to (sim time), and with through still firing at the end of the run. An
+// episode is a run of firing without a gap of a minute.
+type wantAlert struct {
+	alert, gpu string
+	extra      string // the alert's other identifying labels: namespace="research"
+	from, to   time.Duration
+	through    bool
+}
+
+func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Minute)) }
+
+// scenarioAlerts are the alerts every built-in scenario must raise in its
+// first hour, each documented in the scenario's header comment and in
+// docs/simulator.md. XID alerts are not listed: they follow the seeded XID
+// schedule of the simulator (xidSchedule), which the test reads. Nothing
+// else may fire.
+var scenarioAlerts = map[string][]wantAlert{
+	"demo": {
+		// batch-train joins llm-serve at 1.5 min for 30 of every 40 minutes.
+		{alert: "GpulensGPUHighContention", gpu: "0", from: minutes(11), to: minutes(16)},
+		{alert: "GpulensGPUHighContention", gpu: "0", from: minutes(51), to: minutes(56), through: true},
+		// The leak: under 25 % free from 11.5 min of each 30-minute run.
+		{alert: "GpulensGPUMemoryExhaustionPredicted", gpu: "1", from: minutes(13), to: minutes(17)},
+		{alert: "GpulensGPUMemoryExhaustionPredicted", gpu: "1", from: minutes(43), to: minutes(47), through: true},
+		// Under 5 % free from 14.9 min of each run, until the restart.
+		{alert: "GpulensGPUMemoryHeadroomLow", gpu: "1", from: minutes(23), to: minutes(27)},
+		{alert: "GpulensGPUMemoryHeadroomLow", gpu: "1", from: minutes(53), to: minutes(57), through: true},
+		// The invisible neighbour in every other probe: a 30-minute mean of
+		// 0.25. When it first passes 0.2 depends on the probes' phase; from
+		// 30 min the 30-minute window holds 0.25 whatever the phase, so it
+		// fires by 45 min.
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(15), to: minutes(47), through: true},
+		// GPU 3's PCIe replay counter read fails from 2 min.
+		{alert: "GpulensNVMLCallsFailing", from: minutes(16), to: minutes(20), through: true},
+	},
+	"faulty": {
+		// Hangs from the start (up only between hung calls).
+		{alert: "GpulensGPULost", gpu: "2", from: 0, to: minutes(5), through: true},
+		// Falls off the bus at 45 s: GpulensGPULost only.
+		{alert: "GpulensGPULost", gpu: "3", from: minutes(2), to: minutes(5), through: true},
+		// GPU 1's GetPowerUsage and GetTotalEccErrors fail from the start.
+		{alert: "GpulensNVMLCallsFailing", from: minutes(15), to: minutes(19), through: true},
+	},
+	"noisy-neighbour": {
+		{alert: "GpulensGPUHighContention", gpu: "0", from: minutes(11), to: minutes(16), through: true},
+	},
+	"rented-throttled": {
+		{alert: "GpulensGPUThermalThrottling", gpu: "0", from: minutes(10), to: minutes(15), through: true},
+		{alert: "GpulensGPUPowerThrottling", gpu: "0", from: minutes(30), to: minutes(36), through: true},
+	},
+	"rented-timesliced": {
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(15), to: minutes(47), through: true},
+	},
+	"vram-leak": {
+		// Under 25 % free from 15.4 min of each 20-minute run: one alert
+		// through the restarts at 20 and 40 min.
+		{alert: "GpulensGPUMemoryExhaustionPredicted", gpu: "0", from: minutes(17), to: minutes(21), through: true},
+	},
+}
+
+// scaledRules copies the rule files into dir with every duration divided by
+// k (see scenarioSpeed).
+func scaledRules(t *testing.T, dir string, k int) {
+	t.Helper()
+	for _, f := range ruleFiles {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := scaleRuleFile(src, k)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scaleRuleFile divides every duration of a rule file by k.
+func scaleRuleFile(src []byte, k int) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, err
+	}
+	var errs []error
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key, val := n.Content[i].Value, n.Content[i+1]
+				switch key {
+				case "interval", "for", "keep_firing_for":
+					d, err := model.ParseDuration(val.Value)
+					if err == nil {
+						d, err = scaleDuration(d, k)
+					}
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: %s: %w", key, val.Value, err))
+						continue
+					}
+					val.Value = d.String()
+				case "expr":
+					e, err := scaleExpr(val.Value, k)
+					if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					val.Value, val.Style = e, 0
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(&doc)
+}
+
+// scaleDuration divides d by k exactly (to the millisecond, Prometheus's
+// resolution).
+func scaleDuration(d model.Duration, k int) (model.Duration, error) {
+	unit := time.Duration(k) * time.Millisecond
+	if time.Duration(d)%unit != 0 {
+		return 0, fmt.Errorf("%s is not a whole number of milliseconds once divided by %d", d, k)
+	}
+	return model.Duration(time.Duration(d) / time.Duration(k)), nil
+}
+
+// scaleExpr divides the durations of a PromQL expression by k: ranges,
+// offsets, subquery steps, predict_linear's horizon and a number compared
+// with an expression of time() or timestamp(). Any other use of those two
+// functions is an error: the test would not know the unit of the result.
+func scaleExpr(expr string, k int) (string, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return "", err
+	}
+	var errs []error
+	sc := func(d time.Duration) time.Duration {
+		s, err := scaleDuration(model.Duration(d), k)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return time.Duration(s)
+	}
+	scaledNumbers := map[*parser.NumberLiteral]bool{}
+	scaleNumber := func(n parser.Expr, why string) {
+		for {
+			p, ok := n.(*parser.ParenExpr)
+			if !ok {
+				break
+			}
+			n = p.Expr
+		}
+		lit, ok := n.(*parser.NumberLiteral)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s is not a number", why, n))
+			return
+		}
+		if !scaledNumbers[lit] {
+			lit.Val /= float64(k)
+			scaledNumbers[lit] = true
+		}
+	}
+	timeCalls := map[*parser.Call]bool{}
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch x := n.(type) {
+		case *parser.MatrixSelector:
+			x.Range, x.RangeExpr = sc(x.Range), nil
+		case *parser.SubqueryExpr:
+			x.Range, x.RangeExpr = sc(x.Range), nil
+			x.Step, x.StepExpr = sc(x.Step), nil
+			x.OriginalOffset, x.OriginalOffsetExpr = sc(x.OriginalOffset), nil
+		case *parser.VectorSelector:
+			x.OriginalOffset, x.OriginalOffsetExpr = sc(x.OriginalOffset), nil
+		case *parser.Call:
+			switch x.Func.Name {
+			case "predict_linear":
+				scaleNumber(x.Args[1], "predict_linear's horizon")
+			case "time", "timestamp":
+				timeCalls[x] = true
+			}
+		}
+		return nil
+	})
+	// Then the numbers compared with time(), now that every call is known.
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if x, ok := n.(*parser.BinaryExpr); ok && x.Op.IsComparisonOperator() {
+			if calls := callsIn(x.LHS, timeCalls); len(calls) > 0 {
+				scaleNumber(x.RHS, "compared with time()")
+				forget(timeCalls, calls)
+			} else if calls := callsIn(x.RHS, timeCalls); len(calls) > 0 {
+				scaleNumber(x.LHS, "compared with time()")
+				forget(timeCalls, calls)
+			}
+		}
+		return nil
+	})
+	if len(timeCalls) > 0 && !timeOnlyRecorded(e) {
+		errs = append(errs, fmt.Errorf("%s: time() or timestamp() outside a comparison with a number", expr))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("%s: %w", expr, err)
+	}
+	return e.String(), nil
+}
+
+// timeOnlyRecorded accepts `time() - x` as a whole expression: a recording
+// rule of an age in seconds, which no alert of this test compares.
+func timeOnlyRecorded(e parser.Expr) bool {
+	b, ok := e.(*parser.BinaryExpr)
+	if !ok || b.Op != parser.SUB {
+		return false
+	}
+	c, ok := b.LHS.(*parser.Call)
+	return ok && c.Func.Name == "time"
+}
+
+func callsIn(e parser.Expr, calls map[*parser.Call]bool) []*parser.Call {
+	var out []*parser.Call
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if c, ok := n.(*parser.Call); ok && calls[c] {
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out
+}
+
+func forget(m map[*parser.Call]bool, calls []*parser.Call) {
+	for _, c := range calls {
+		delete(m, c)
+	}
+}
+
+func TestScaleRules(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`predict_linear(gpulens_gpu_memory_free_bytes[30m], 1800) <= 0`, `predict_linear(gpulens_gpu_memory_free_bytes[30s], 30) <= 0`},
+		{`time() - gpulens_sampler_last_success_timestamp_seconds > 60`, `time() - gpulens_sampler_last_success_timestamp_seconds > 1`},
+		{`x unless x offset 10m`, `x unless x offset 10s`},
+		{`max_over_time(rate(x[5m])[1h:1m])`, `max_over_time(rate(x[5s])[1m:1s])`},
+		{`time() - x`, `time() - x`},
+	}
+	for _, tc := range tests {
+		got, err := scaleExpr(tc.in, 60)
+		if err != nil || got != tc.want {
+			t.Errorf("scaleExpr(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{`timestamp(x) * 2`, `x[7s]`} {
+		if got, err := scaleExpr(bad, 60); err == nil {
+			t.Errorf("scaleExpr(%q) = %q; want an error", bad, got)
+		}
+	}
+	src := []byte("groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: A\n        expr: avg_over_time(x[10m]) > 0.5\n        for: 15m\n        keep_firing_for: 30m\n")
+	out, err := scaleRuleFile(src, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"interval: 1s", "avg_over_time(x[10s]) > 0.5", "for: 15s", "keep_firing_for: 30s"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("scaled file lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// scaledArg formats d/k as a Go flag value (7.5s).
+func scaledArg(d time.Duration, k int) string { return (d / time.Duration(k)).String() }
+
+// scaledProm formats d/k as a Prometheus duration (7s500ms).
+func scaledProm(d time.Duration, k int) string { return model.Duration(d / time.Duration(k)).String() }
+
+// scenarioBinaries returns the exporter and the pinned Prometheus server:
+// from $GPULENS_BIN (make build) when there, else built.
+func scenarioBinaries(ctx context.Context, t *testing.T) (exporter, prometheus string) {
+	t.Helper()
+	if dir := os.Getenv("GPULENS_BIN"); dir != "" {
+		exporter = filepath.Join(dir, "gpulens-exporter")
+		if p := filepath.Join(dir, "prometheus"); fileExists(p) {
+			prometheus = p
+		}
+	} else {
+		exporter = filepath.Join(t.TempDir(), "gpulens-exporter")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", exporter, "./cmd/gpulens-exporter")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/gpulens-exporter: %v\n%s", err, out)
+		}
+	}
+	if prometheus == "" {
+		out, err := exec.CommandContext(ctx, "go", "tool", "-n", "prometheus").Output()
+		if err != nil {
+			t.Fatalf("go tool -n prometheus: %v", err)
+		}
+		prometheus = strings.TrimSpace(string(out))
+	}
+	return exporter, prometheus
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// child is a program the test started, in its own process group.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	log  *syncLog
+	done chan struct{}
+}
+
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func startChild(t *testing.T, name, bin string, args ...string) *child {
+	t.Helper()
+	c := &child{name: name, log: &syncLog{}, done: make(chan struct{})}
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		c.stop()
+		if t.Failed() {
+			out := c.log.String()
+			if len(out) > 3000 {
+				out = "...\n" + out[len(out)-3000:]
+			}
+			t.Logf("%s output:\n%s", name, out)
+		}
+	})
+	return c
+}
+
+// stop ends the process group and waits for the process.
+func (c *child) stop() {
+	pg := -c.cmd.Process.Pid
+	_ = syscall.Kill(pg, syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(pg, syscall.SIGKILL)
+		<-c.done
+	}
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// cpuSeconds is the CPU time the process has used so far (Linux; 0 where
+// /proc cannot tell).
+func (c *child) cpuSeconds() float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (in parentheses): utime and stime
+	// are the 12th and 13th, in clock ticks (100 per second on Linux).
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100
+}
+
+var listenRe = regexp.MustCompile(`msg="Listening on"(?: [a-z_]+=\S+)* address=([0-9.:\[\]]+)`)
+
+func (c *child) address(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if m := listenRe.FindStringSubmatch(c.log.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: no address in its log: %v\n%s", c.name, ctx.Err(), c.log.String())
+		case <-c.done:
+			t.Fatalf("%s exited before listening:\n%s", c.name, c.log.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// episode is a run of an alert's state without a gap of a minute of sim time.
+type episode struct {
+	alert, gpu, extra string
+	start, end        time.Duration // sim time
+}
+
+func (e episode) String() string {
+	gpu := ""
+	if e.gpu != "" {
+		gpu = " gpu " + e.gpu
+	}
+	if e.extra != "" {
+		gpu += " " + e.extra
+	}
+	return fmt.Sprintf("%s%s %s–%s", e.alert, gpu, fmtMin(e.start), fmtMin(e.end))
+}
+
+// notIdentifying are the labels of an ALERTS series that do not tell two
+// alerts of a scenario apart.
+var notIdentifying = map[string]bool{"__name__": true, "alertname": true, "alertstate": true, "severity": true,
+	"cluster": true, "instance": true, "job": true, "gpu": true, "uuid": true}
+
+// extraLabels writes the identifying labels other than gpu, sorted.
+func extraLabels(m map[string]string) string {
+	var out []string
+	for k, v := range m {
+		if !notIdentifying[k] {
+			out = append(out, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func fmtMin(d time.Duration) string { return fmt.Sprintf("%.1fm", d.Minutes()) }
+
+// point is one raw sample, at a sim time.
+type point struct {
+	t time.Duration
+	v float64
+}
+
+type rawSeries struct {
+	metric map[string]string
+	points []point
+}
+
+// rangeQuery returns every raw sample of the series selected by sel since
+// t0, with sim times.
+func rangeQuery(ctx context.Context, prom, sel string, at, t0 time.Time) ([]rawSeries, error) {
+	rng := at.Sub(t0) + 10*time.Second
+	q := fmt.Sprintf(`%s[%dms]`, sel, rng.Milliseconds())
+	u := "http://" + prom + "/api/v1/query?" + url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
+		return nil, fmt.Errorf("%s: %s %v %s", q, resp.Status, err, r.Error)
+	}
+	out := make([]rawSeries, 0, len(r.Data.Result))
+	for _, s := range r.Data.Result {
+		rs := rawSeries{metric: s.Metric}
+		for _, v := range s.Values {
+			ts, _ := v[0].(float64)
+			str, _ := v[1].(string)
+			f, _ := strconv.ParseFloat(str, 64)
+			sim := time.Duration((ts - float64(t0.UnixNano())/1e9) * scenarioSpeed * float64(time.Second))
+			rs.points = append(rs.points, point{sim, f})
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// alertEpisodes reads every ALERTS sample of one state since the run began
+// and returns the episodes by scenario (the cluster label).
+func alertEpisodes(ctx context.Context, prom string, at, t0 time.Time, state string) (map[string][]episode, error) {
+	series, err := rangeQuery(ctx, prom, fmt.Sprintf(`ALERTS{alertstate=%q}`, state), at, t0)
+	if err != nil {
+		return nil, err
+	}
+	gap := time.Minute
+	out := map[string][]episode{}
+	for _, s := range series {
+		sc := s.metric["cluster"]
+		var cur *episode
+		for _, p := range s.points {
+			if cur != nil && p.t-cur.end <= gap {
+				cur.end = p.t
+				continue
+			}
+			if cur != nil {
+				out[sc] = append(out[sc], *cur)
+			}
+			cur = &episode{alert: s.metric["alertname"], gpu: s.metric["gpu"], extra: extraLabels(s.metric), start: p.t, end: p.t}
+		}
+		if cur != nil {
+			out[sc] = append(out[sc], *cur)
+		}
+	}
+	for _, eps := range out {
+		sort.Slice(eps, func(i, j int) bool {
+			if eps[i].alert != eps[j].alert {
+				return eps[i].alert < eps[j].alert
+			}
+			if eps[i].gpu != eps[j].gpu {
+				return eps[i].gpu < eps[j].gpu
+			}
+			if eps[i].extra != eps[j].extra {
+				return eps[i].extra < eps[j].extra
+			}
+			return eps[i].start < eps[j].start
+		})
+	}
+	return out, nil
+}
+
+// xidEvent is one XID of a scenario's schedule.
+type xidEvent struct {
+	at   time.Duration
+	gpu  string
+	code uint64
+}
+
+// xidSchedule lists the XIDs a scenario's simulator delivers in its first
+// `until` (seed 1, the exporter's default): the faults' and the random
+// ones, by GPU index.
+func xidSchedule(t *testing.T, scenario string, until time.Duration) []xidEvent {
+	t.Helper()
+	sc, err := gpusim.Load(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(1_700_000_000, 0)
+	clock := start
+	f, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: start, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := f.Interface()
+	if r := lib.Init(); r != nvml.SUCCESS {
+		t.Fatal(r)
+	}
+	defer lib.Shutdown()
+	set, r := lib.EventSetCreate()
+	if r != nvml.SUCCESS {
+		t.Fatal(r)
+	}
+	defer set.Free()
+	n, _ := lib.DeviceGetCount()
+	index := map[nvml.Device]int{}
+	for i := 0; i < n; i++ {
+		d, r := lib.DeviceGetHandleByIndex(i)
+		if r != nvml.SUCCESS {
+			t.Fatalf("%s: GPU %d: %v", scenario, i, r)
+		}
+		index[d] = i
+		if r := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); r != nvml.SUCCESS {
+			t.Fatalf("%s: GPU %d: RegisterEvents %v", scenario, i, r)
+		}
+	}
+	var out []xidEvent
+	for s := time.Second; s <= until; s += time.Second {
+		clock = start.Add(s)
+		for {
+			ev, r := set.Wait(0)
+			if r != nvml.SUCCESS {
+				break
+			}
+			out = append(out, xidEvent{at: s, gpu: strconv.Itoa(index[ev.Device]), code: ev.EventData})
+		}
+	}
+	return out
+}
+
+// xidAlertOf is the alert an XID code raises: "" for 79 (GpulensGPULost
+// pages for a GPU that fell off the bus).
+func xidAlertOf(code uint64, critical map[uint64]bool) string {
+	switch {
+	case code == 79:
+		return ""
+	case critical[code]:
+		return "GpulensGPUXIDCriticalError"
+	default:
+		return "GpulensGPUXIDApplicationError"
+	}
+}
+
+var criticalXidRe = regexp.MustCompile(`xid=~"([0-9|]+)"`)
+
+// criticalXids reads the codes of the critical XID alert from the rules.
+func criticalXids(t *testing.T) map[uint64]bool {
+	t.Helper()
+	_, alerts := loadRules(t)
+	for _, a := range alerts {
+		if a.Alert != "GpulensGPUXIDCriticalError" {
+			continue
+		}
+		m := criticalXidRe.FindStringSubmatch(a.Expr)
+		if m == nil {
+			t.Fatalf("no xid=~ list in %s", a.Expr)
+		}
+		out := map[uint64]bool{}
+		for _, c := range strings.Split(m[1], "|") {
+			v, _ := strconv.ParseUint(c, 10, 64)
+			out[v] = true
+		}
+		return out
+	}
+	t.Fatal("no GpulensGPUXIDCriticalError rule")
+	return nil
+}
+
+// TestScenarioAlerts runs every built-in scenario for an hour of sim time
+// in about a minute and a half (see scenarioSpeed) against the pinned
+// Prometheus and the shipped rules, and checks that the alerts each scenario
+// documents fire, when documented, once each, and that nothing else fires.
+// A scenario whose check fails while the test machine disturbed its run (a
+// failed scrape, a scrape loop that stalled: at this speed a second's stall
+// is 40 s of sim time) runs once more.
+func TestScenarioAlerts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every scenario against Prometheus for about a minute and a half")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	exporterBin, promBin := scenarioBinaries(ctx, t)
+	rulesDir := filepath.Join(t.TempDir(), "rules")
+	if err := os.Mkdir(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scaledRules(t, rulesDir, scenarioSpeed)
+	critical := criticalXids(t)
+	scenarios := gpusim.BuiltinNames()
+	xids := map[string][]xidEvent{}
+	for _, sc := range scenarios {
+		xids[sc] = xidSchedule(t, sc, scenarioSimTime)
+	}
+	check := func(sc string, run *scenarioRun) []string {
+		return checkEpisodes(run.firing[sc], scenarioAlerts[sc], xids[sc], critical)
+	}
+
+	runs := map[string]*scenarioRun{}
+	first := runScenarios(ctx, t, exporterBin, promBin, rulesDir, scenarios)
+	var again []string
+	for _, sc := range scenarios {
+		runs[sc] = first
+		if len(check(sc, first)) > 0 && len(first.disturbed[sc]) > 0 {
+			again = append(again, sc)
+		}
+	}
+	if len(again) > 0 {
+		t.Logf("running %v once more: their checks failed in a run the machine disturbed", again)
+		second := runScenarios(ctx, t, exporterBin, promBin, rulesDir, again)
+		for _, sc := range again {
+			runs[sc] = second
+		}
+	}
+	for _, sc := range scenarios {
+		t.Run(sc, func(t *testing.T) {
+			run := runs[sc]
+			xidAlerts := map[string]bool{}
+			for _, x := range xids[sc] {
+				if a := xidAlertOf(x.code, critical); a != "" {
+					xidAlerts[a] = true
+				}
+			}
+			for _, p := range checkHeader(t, sc, scenarioAlerts[sc], xidAlerts) {
+				t.Error(p)
+			}
+			for _, e := range run.firing[sc] {
+				t.Logf("firing  %s", e)
+			}
+			for _, e := range run.pending[sc] {
+				t.Logf("pending %s", e)
+			}
+			for _, x := range xids[sc] {
+				t.Logf("XID %d on GPU %s at %s", x.code, x.gpu, fmtMin(x.at))
+			}
+			for _, d := range run.disturbed[sc] {
+				t.Logf("disturbed: %s", d)
+			}
+			for _, p := range check(sc, run) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// scenarioRun is what one Prometheus saw of some scenarios.
+type scenarioRun struct {
+	firing, pending map[string][]episode
+	// disturbed lists, by scenario, what the test machine got wrong:
+	// failed scrapes and stalled scrape loops, in sim time.
+	disturbed map[string][]string
+}
+
+// runScenarios runs the scenarios for scenarioSimTime of sim time, each
+// with its exporter, against one Prometheus evaluating the rules of
+// rulesDir, then stops them all.
+func runScenarios(ctx context.Context, t *testing.T, exporterBin, promBin, rulesDir string, scenarios []string) *scenarioRun {
+	t.Helper()
+	const k = scenarioSpeed
+	dir := t.TempDir()
+	began := time.Now()
+	// Sim time zero for every exporter, once they and Prometheus are up
+	// (until then sim time stays 0).
+	t0 := began.Add(6 * time.Second)
+	start := fmt.Sprintf("%d.%09d", t0.Unix(), t0.Nanosecond())
+	exporters := map[string]*child{}
+	for _, sc := range scenarios {
+		// The device timeout (5 s) is scaled where a fault delays calls
+		// (faulty's 30 s hang); elsewhere no call takes sim time, and the
+		// default keeps a scheduling hiccup of the test machine (125 ms of
+		// real time would be 5 s) from reading as a hung GPU.
+		timeout := "5s"
+		if hasDelayFaults(t, sc) {
+			timeout = scaledArg(5*time.Second, k)
+		}
+		exporters[sc] = startChild(t, "exporter "+sc, exporterBin,
+			"--sim.scenario="+sc, "--sim.speed="+strconv.Itoa(k), "--sim.start="+start,
+			"--sampler.interval="+samplerInterval.String(), "--sampler.device-timeout="+timeout,
+			"--collector.probe", "--collector.probe.interval="+scaledArg(5*time.Minute, k),
+			"--web.listen-address=127.0.0.1:0")
+	}
+	var cfg strings.Builder
+	interval := scaledProm(15*time.Second, k)
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n", interval, interval, interval)
+	fmt.Fprintf(&cfg, "rule_files: [%q]\nscrape_configs:\n  - job_name: gpulens-exporter\n    static_configs:\n", filepath.Join(rulesDir, "*.rules.yml"))
+	for _, sc := range scenarios {
+		fmt.Fprintf(&cfg, "      - targets: [%q]\n        labels: {cluster: %q}\n", exporters[sc].address(ctx, t), sc)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom := startChild(t, "prometheus", promBin, "--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address=127.0.0.1:0",
+		"--query.lookback-delta="+scaledProm(5*time.Minute, k))
+	promAddr := prom.address(ctx, t)
+	if !poll(ctx, 50*time.Millisecond, func() bool { return httpOK(ctx, "http://"+promAddr+"/-/ready") }) {
+		t.Fatalf("Prometheus not ready: %v", ctx.Err())
+	}
+	if time.Now().After(t0) {
+		t.Logf("Prometheus ready %s after sim time zero; the first minutes of sim time are partly unscraped", time.Since(t0).Round(time.Millisecond))
+	}
+	t.Logf("%d exporters and Prometheus %s up %s after start", len(scenarios), promAddr, time.Since(began).Round(time.Millisecond))
+
+	end := t0.Add(scenarioSimTime / k)
+	select {
+	case <-time.After(time.Until(end.Add(time.Second))):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	for sc, c := range exporters {
+		if c.exited() {
+			t.Errorf("exporter %s exited during the run", sc)
+		}
+	}
+	run := &scenarioRun{}
+	var err error
+	if run.firing, err = alertEpisodes(ctx, promAddr, end, t0, "firing"); err != nil {
+		t.Fatal(err)
+	}
+	if run.pending, err = alertEpisodes(ctx, promAddr, end, t0, "pending"); err != nil {
+		t.Fatal(err)
+	}
+	if run.disturbed, err = disturbances(ctx, promAddr, end, t0); err != nil {
+		t.Fatal(err)
+	}
+	var cpu []string
+	for _, sc := range scenarios {
+		cpu = append(cpu, fmt.Sprintf("%s %.1fs", sc, exporters[sc].cpuSeconds()))
+	}
+	t.Logf("ran %s of sim time in %s; CPU time: prometheus %.1fs, exporters: %s", scenarioSimTime,
+		time.Since(began).Round(100*time.Millisecond), prom.cpuSeconds(), strings.Join(cpu, ", "))
+	prom.stop()
+	for _, c := range exporters {
+		c.stop()
+	}
+	return run
+}
+
+// disturbances lists, by scenario (cluster), its failed scrapes and the
+// stalls of its scrape loop (no scrape for three intervals), in sim time.
+func disturbances(ctx context.Context, prom string, at, t0 time.Time) (map[string][]string, error) {
+	series, err := rangeQuery(ctx, prom, "up", at, t0)
+	if err != nil {
+		return nil, err
+	}
+	interval := 15 * time.Second // sim time
+	out := map[string][]string{}
+	for _, s := range series {
+		sc := s.metric["cluster"]
+		var prev time.Duration = -1
+		for _, p := range s.points {
+			if p.v == 0 {
+				out[sc] = append(out[sc], "failed scrape at "+fmtMin(p.t))
+			}
+			if prev >= 0 && p.t-prev > 3*interval {
+				out[sc] = append(out[sc], fmt.Sprintf("no scrape from %s to %s", fmtMin(prev), fmtMin(p.t)))
+			}
+			prev = p.t
+		}
+	}
+	return out, nil
+}
+
+// checkEpisodes compares a scenario's firing episodes with its expected
+// alerts and XID schedule and returns the differences.
+func checkEpisodes(got []episode, want []wantAlert, xids []xidEvent, critical map[uint64]bool) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	used := make([]bool, len(got))
+	for _, w := range want {
+		found := false
+		for i, e := range got {
+			if !used[i] && e.alert == w.alert && e.gpu == w.gpu && e.extra == w.extra && e.start >= w.from && e.start <= w.to {
+				used[i], found = true, true
+				if w.through && e.end < scenarioSimTime-2*time.Minute {
+					errorf("%s stopped firing at %s; it must fire to the end", e, fmtMin(e.end))
+				}
+				break
+			}
+		}
+		if !found {
+			what := w.alert + " on GPU " + strconv.Quote(w.gpu)
+			if w.extra != "" {
+				what += " " + w.extra
+			}
+			errorf("missing: %s first firing between %s and %s", what, fmtMin(w.from), fmtMin(w.to))
+		}
+	}
+	// XID alerts: fire within two minutes of each XID of their class, and
+	// only then.
+	const latency = 2 * time.Minute
+	for _, x := range xids {
+		alert := xidAlertOf(x.code, critical)
+		if alert == "" || x.at > scenarioSimTime-latency {
+			continue
+		}
+		found := false
+		for _, e := range got {
+			if e.alert == alert && e.gpu == x.gpu && e.start <= x.at+latency && e.end >= x.at {
+				found = true
+			}
+		}
+		if !found {
+			errorf("missing: %s on GPU %s for XID %d at %s", alert, x.gpu, x.code, fmtMin(x.at))
+		}
+	}
+	for i, e := range got {
+		if used[i] {
+			continue
+		}
+		if strings.HasPrefix(e.alert, "GpulensGPUXID") {
+			explained := false
+			for _, x := range xids {
+				if xidAlertOf(x.code, critical) == e.alert && x.gpu == e.gpu && e.start >= x.at && e.start <= x.at+latency {
+					explained = true
+				}
+			}
+			if explained {
+				continue
+			}
+		}
+		errorf("unexpected: %s", e)
+	}
+	return problems
+}
+
+// poll calls f every interval until it returns true or ctx ends.
+func poll(ctx context.Context, interval time.Duration, f func() bool) bool {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if f() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+func httpOK(ctx context.Context, u string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// scenarioFile is a built-in scenario's YAML.
+func scenarioFile(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "internal", "gpusim", "scenarios", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// hasDelayFaults reports whether a scenario delays NVML calls (slow or
+// hang faults).
+func hasDelayFaults(t *testing.T, name string) bool {
+	t.Helper()
+	var sc struct {
+		Faults []struct {
+			Kind string `yaml:"kind"`
+		} `yaml:"faults"`
+	}
+	if err := yaml.Unmarshal(scenarioFile(t, name), &sc); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, f := range sc.Faults {
+		if f.Kind == "slow" || f.Kind == "hang" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHeader: a scenario's header comment documents its alerts (each
+// expected one by name, "Alerts: none" for a silent scenario, the XID
+// alerts its XIDs raise).
+func checkHeader(t *testing.T, name string, want []wantAlert, xidAlerts map[string]bool) []string {
+	t.Helper()
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var header strings.Builder
+	for _, line := range strings.Split(string(scenarioFile(t, name)), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header.WriteString(strings.TrimSpace(strings.TrimPrefix(line, "#")) + "\n")
+	}
+	h := header.String()
+	if !strings.Contains(h, "Alerts") {
+		errorf("%s.yaml: the header comment has no Alerts section", name)
+	}
+	if len(want) == 0 && len(xidAlerts) == 0 && !strings.Contains(h, "Alerts: none") {
+		errorf("%s.yaml: a scenario that raises no alert says \"Alerts: none\" in its header", name)
+	}
+	for _, w := range want {
+		if !strings.Contains(h, w.alert) {
+			errorf("%s.yaml: the header does not document %s", name, w.alert)
+		}
+	}
+	for a := range xidAlerts {
+		if !strings.Contains(h, a) {
+			errorf("%s.yaml: the header does not document %s for its XIDs", name, a)
+		}
+	}
+	return problems
+}
+
+// TestCheckEpisodes: the comparison of firing episodes with a scenario's
+// expectations finds a missing, a late, a short, a second and an
+// unexplained alert, and matches XID alerts to the XID schedule.
+func TestCheckEpisodes(t *testing.T) {
+	want := []wantAlert{
+		{alert: "A", gpu: "0", from: minutes(10), to: minutes(12), through: true},
+		{alert: "B", gpu: "1", from: minutes(20), to: minutes(22)},
+	}
+	xids := []xidEvent{{at: minutes(5), gpu: "2", code: 13}, {at: minutes(30), gpu: "2", code: 79}}
+	critical := map[uint64]bool{48: true}
+	ok := []episode{
+		{alert: "A", gpu: "0", start: minutes(11), end: minutes(60)},
+		{alert: "B", gpu: "1", start: minutes(21), end: minutes(25)},
+		{alert: "GpulensGPUXIDApplicationError", gpu: "2", start: minutes(5.5), end: minutes(15)},
+	}
+	if p := checkEpisodes(ok, want, xids, critical); len(p) != 0 {
+		t.Errorf("matching episodes: %v", p)
+	}
+	bad := []episode{
+		{alert: "A", gpu: "0", start: minutes(11), end: minutes(40)},                             // stops early
+		{alert: "B", gpu: "1", start: minutes(23), end: minutes(25)},                             // late
+		{alert: "C", gpu: "3", start: minutes(1), end: minutes(2)},                               // not expected
+		{alert: "GpulensGPUXIDApplicationError", gpu: "2", start: minutes(40), end: minutes(50)}, // no XID then
+	}
+	got := strings.Join(checkEpisodes(bad, want, xids, critical), "\n")
+	for _, w := range []string{
+		"A gpu 0 11.0m–40.0m stopped firing at 40.0m",
+		`missing: B on GPU "1" first firing between 20.0m and 22.0m`,
+		"unexpected: B gpu 1 23.0m–25.0m",
+		"unexpected: C gpu 3 1.0m–2.0m",
+		"missing: GpulensGPUXIDApplicationError on GPU 2 for XID 13 at 5.0m",
+		"unexpected: GpulensGPUXIDApplicationError gpu 2 40.0m–50.0m",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("problems lack %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "XID 79") {
+		t.Errorf("XID 79 expects no XID alert (GpulensGPULost pages):\n%s", got)
+	}
+}

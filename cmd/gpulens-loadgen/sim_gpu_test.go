@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/simserver"
+)
+
+func TestSimGPUTieFlags(t *testing.T) {
+	app := kingpin.New("test", "")
+	f := addSimFlags(app.Command("sim", ""))
+	if _, err := app.Parse([]string{"sim"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (simserver.GPUTie{GPU: "0", Interval: 2 * time.Second, StaleAfter: 30 * time.Second}); f.gpu != want {
+		t.Errorf("defaults %+v, want %+v (untied)", f.gpu, want)
+	}
+	app = kingpin.New("test", "")
+	f = addSimFlags(app.Command("sim", ""))
+	if _, err := app.Parse([]string{"sim", "--sim.gpu.exporter-url=http://127.0.0.1:9842/metrics", "--sim.gpu=GPU-1",
+		"--sim.gpu.pid=4242", "--sim.gpu.poll-interval=500ms", "--sim.gpu.stale-after=5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (simserver.GPUTie{ExporterURL: "http://127.0.0.1:9842/metrics", GPU: "GPU-1", PID: "4242",
+		Interval: 500 * time.Millisecond, StaleAfter: 5 * time.Second}); f.gpu != want {
+		t.Errorf("tie %+v, want %+v", f.gpu, want)
+	}
+}
+
+// The GPU tie's errors name its flags, before anything listens.
+func TestSimGPUTieErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sim.gpu.exporter-url=exporter:9842"}, `invalid GPU tie: --sim.gpu.exporter-url must be an http(s) URL, got "exporter:9842"`},
+		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:1/metrics", "--sim.gpu.poll-interval=1ms", "--sim.gpu="},
+			"invalid GPU tie: --sim.gpu must name the GPU: its index or UUID\n--sim.gpu.poll-interval must be at least 100ms, got 1ms"},
+	} {
+		app := kingpin.New("t", "")
+		c := simCommand(app)
+		if _, err := app.Parse(append([]string{"sim", "--sim.listen-address=127.0.0.1:0"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.run(context.Background(), slog.New(slog.DiscardHandler)); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// syncBuffer is a log destination read while the command runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// `gpulens-loadgen sim --sim.gpu.exporter-url` reads the exporter and
+// serves the slowdown it sets: 1 + the neighbour's 60 % on GPU 0.
+func TestSimTiedToExporter(t *testing.T) {
+	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "# TYPE gpulens_gpu_info gauge\ngpulens_gpu_info{gpu=\"0\",uuid=\"GPU-0\"} 1\n"+
+			"# TYPE gpulens_process_sm_utilization_ratio gauge\n"+
+			"gpulens_process_sm_utilization_ratio{gpu=\"0\",gpu_instance_id=\"\",pid=\"4242\",uuid=\"GPU-0\"} 0.3\n"+
+			"gpulens_process_sm_utilization_ratio{gpu=\"0\",gpu_instance_id=\"\",pid=\"5151\",uuid=\"GPU-0\"} 0.6\n")
+	}))
+	defer exporter.Close()
+	app := kingpin.New("t", "")
+	c := simCommand(app)
+	if _, err := app.Parse([]string{"sim", "--sim.listen-address=127.0.0.1:0", "--sim.ttft=5ms",
+		"--sim.gpu.exporter-url=" + exporter.URL + "/metrics", "--sim.gpu.pid=4242", "--sim.gpu.poll-interval=100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx, slog.New(slog.NewTextHandler(logs, nil))) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("sim: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("sim did not stop")
+		}
+	}()
+	addrRe := regexp.MustCompile(`msg="simulated inference server listening" address=(\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	var addr string
+	for addr == "" && time.Now().Before(deadline) {
+		if m := addrRe.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if addr == "" {
+		t.Fatalf("no address in the log: %s", logs.String())
+	}
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "\ngpulens_sim_slowdown_ratio 1.6\n") &&
+			strings.Contains(string(body), "\ngpulens_sim_gpu_neighbour_sm_utilization_ratio 0.6\n") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("the simulator never served slowdown 1.6; log:\n%s", logs.String())
+}

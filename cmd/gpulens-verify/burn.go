@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/verify"
+)
+
+// `gpulens-verify burn`: a bounded GPU workload (gpuprobe.Burn) for
+// experiments such as scripts/real-gpu-validate.sh on hosts without
+// PyTorch. Not a check: it keeps one GPU busy with the probe's FMA kernel
+// for --duration, holding --memory, and says what throughput it got.
+
+// burnGrace is how long after --duration a burn may still be in a CUDA call
+// before the command gives up on it and exits (the driver releases the
+// GPU with the process).
+var burnGrace = 30 * time.Second
+
+// simStartHelp is --sim.start's help, for gpulens-verify and its burn.
+const simStartHelp = "Sim time zero of the simulated fleet, as Unix seconds (1767225600.5) or RFC 3339 (2026-01-01T00:00:00Z), at most 24h ago and 1h ahead; default: when the command starts. Processes given the same start and seed (gpulens-exporter --sim.start, gpulens-verify burn) see the same GPUs at the same moment."
+
+// parseSimStart validates --sim.start (empty: zero, the command's start).
+func parseSimStart(raw, scenario string) (time.Time, error) {
+	if raw == "" {
+		return time.Time{}, nil
+	}
+	if scenario == "" {
+		return time.Time{}, errors.New("--sim.start needs --sim.scenario")
+	}
+	t, err := gpusim.ParseStart(raw, time.Now())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--sim.start: %w", err)
+	}
+	return t, nil
+}
+
+type burnOptions struct {
+	cfg         gpuprobe.BurnConfig
+	device      int
+	outputJSON  string
+	simScenario string
+	simSeed     int64
+	simStart    time.Time
+	cudaLibrary string
+	log         *promslog.Config
+}
+
+func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
+	app := kingpin.New("gpulens-verify burn", "Keep one GPU busy for a bounded time with the probe's FP32 FMA kernel, holding some device memory, and report the throughput it got: a workload for contention experiments (scripts/real-gpu-validate.sh) on hosts without PyTorch. Launches of about --launch run back to back until --duration has passed; it never changes GPU settings. Exit status: 0 done, 1 a CUDA failure or interrupted, 2 bad input.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	o := &burnOptions{log: &promslog.Config{Writer: stderr}}
+	mem := sizeValue{name: "memory", v: 1 << 30}
+	var memRaw, startRaw string
+	durationFlag(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
+	app.Flag("memory", "Device memory to allocate, touch and hold while burning, e.g. 2GiB; 0 for none.").Default("1GiB").StringVar(&memRaw)
+	durationFlag(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
+	app.Flag("device", "CUDA ordinal of the GPU to burn (CUDA's order: set CUDA_DEVICE_ORDER=PCI_BUS_ID to match NVML's).").Default("0").IntVar(&o.device)
+	app.Flag("output.json", "Also write the result as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
+	app.Flag("sim.scenario", "Burn a simulated GPU instead of a real one: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
+	app.Flag("sim.seed", "Seed of the simulated fleet.").Default("1").Int64Var(&o.simSeed)
+	app.Flag("sim.start", simStartHelp).PlaceHolder("TIME").StringVar(&startRaw)
+	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-verify"))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.cfg.Duration <= 0 || o.cfg.Duration > gpuprobe.MaxBurnDuration {
+		return nil, fmt.Errorf("--duration must be positive and at most %s, got %s", gpuprobe.MaxBurnDuration, o.cfg.Duration)
+	}
+	if o.cfg.Launch < time.Millisecond || o.cfg.Launch > time.Second || o.cfg.Launch > o.cfg.Duration {
+		return nil, fmt.Errorf("--launch must be between 1ms and 1s and at most --duration (%s), got %s", o.cfg.Duration, o.cfg.Launch)
+	}
+	if strings.TrimSpace(memRaw) != "0" {
+		if err := mem.Set(memRaw); err != nil {
+			return nil, err
+		}
+		o.cfg.MemoryBytes = mem.v
+	}
+	if o.device < 0 {
+		return nil, fmt.Errorf("--device must be a CUDA ordinal (0 or more), got %d", o.device)
+	}
+	start, err := parseSimStart(startRaw, o.simScenario)
+	if err != nil {
+		return nil, err
+	}
+	o.simStart = start
+	if o.outputJSON != "" {
+		if st, err := os.Stat(filepath.Dir(o.outputJSON)); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--output.json: folder %s does not exist", filepath.Dir(o.outputJSON))
+		}
+	}
+	if err := o.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// burnReport is --output.json.
+type burnReport struct {
+	SchemaVersion int                  `json:"schema_version"`
+	Tool          string               `json:"tool"`
+	Version       string               `json:"version"`
+	Simulated     *verify.Simulation   `json:"simulated,omitempty"`
+	PID           int                  `json:"pid"`
+	Settings      burnSettings         `json:"settings"`
+	Result        *gpuprobe.BurnResult `json:"result,omitempty"`
+	Error         string               `json:"error,omitempty"`
+}
+
+type burnSettings struct {
+	Device      int           `json:"device"`
+	Duration    time.Duration `json:"duration_ns"`
+	MemoryBytes uint64        `json:"memory_bytes"`
+	Launch      time.Duration `json:"launch_ns"`
+}
+
+func runBurn(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseBurnFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify burn: error: %v\n", err)
+		return verify.ExitBadInput
+	}
+	logger := promslog.New(o.log)
+	o.cfg.Logger = logger
+	rep := &burnReport{SchemaVersion: 1, Tool: "gpulens-verify burn", Version: version.Version, PID: os.Getpid(),
+		Settings: burnSettings{Device: o.device, Duration: o.cfg.Duration, MemoryBytes: o.cfg.MemoryBytes, Launch: o.cfg.Launch}}
+	var drv gpuprobe.Driver
+	release := func() {}
+	if o.simScenario != "" {
+		sc, err := gpusim.Load(o.simScenario)
+		if err != nil {
+			fmt.Fprintf(stderr, "gpulens-verify burn: error: --sim.scenario: %v\n", err)
+			return verify.ExitBadInput
+		}
+		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart})
+		if err != nil {
+			fmt.Fprintf(stderr, "gpulens-verify burn: error: --sim.scenario %s: %v\n", o.simScenario, err)
+			return verify.ExitBadInput
+		}
+		logger.Warn("SIMULATED GPUs: no real GPU is used", "scenario", sc.Name, "seed", o.simSeed)
+		drv = fleet.ProbeDriver()
+		rep.Simulated = &verify.Simulation{Scenario: sc.Name, Seed: o.simSeed}
+	} else {
+		cuda, err := gpuprobe.Open(o.cudaLibrary)
+		if err != nil {
+			fmt.Fprintf(stderr, "gpulens-verify burn: error: %v\n", err)
+			rep.Error = err.Error()
+			writeBurnReport(o, rep, stderr)
+			return verify.ExitFail
+		}
+		drv = cuda
+		release = func() {
+			if err := cuda.Close(); err != nil {
+				logger.Warn("closing libcuda", "err", err)
+			}
+		}
+	}
+	return burnWith(ctx, drv, o, rep, release, stdout, stderr)
+}
+
+// burnWith runs the burn on its own goroutine and waits for it, giving up
+// burnGrace after --duration should have ended (a CUDA call that never
+// returns): then release is not called, as the call may still use the
+// library.
+func burnWith(ctx context.Context, drv gpuprobe.Driver, o *burnOptions, rep *burnReport, release func(), stdout, stderr io.Writer) int {
+	type outcome struct {
+		res gpuprobe.BurnResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := gpuprobe.Burn(ctx, drv, o.device, o.cfg)
+		done <- outcome{res, err}
+	}()
+	watchdog := time.NewTimer(o.cfg.Duration + burnGrace)
+	defer watchdog.Stop()
+	select {
+	case out := <-done:
+		release()
+		if out.res.Launches > 0 || out.res.Device.Name != "" {
+			rep.Result = &out.res
+		}
+		if out.err != nil {
+			rep.Error = out.err.Error()
+		}
+		if rep.Result != nil {
+			r := rep.Result
+			fmt.Fprintf(stdout, "gpulens-verify burn: CUDA %d · %s: %s, %d launches (median %s), %.3g TFLOP/s FP32, %s held\n",
+				r.Device.Ordinal, r.Device.Name, r.Duration.Round(time.Millisecond), r.Launches,
+				r.LaunchMedian.Round(10*time.Microsecond), r.FP32FLOPS/1e12, fmtBytes(r.MemoryBytes))
+		}
+	case <-watchdog.C:
+		rep.Error = fmt.Sprintf("the GPU did not answer: a CUDA call was still running %s after the burn's %s ended; exiting (the driver frees the GPU with the process)", burnGrace, o.cfg.Duration)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(stderr, "gpulens-verify burn: error: %s\n", rep.Error)
+	}
+	if !writeBurnReport(o, rep, stderr) || rep.Error != "" {
+		return verify.ExitFail
+	}
+	return verify.ExitPass
+}
+
+// writeBurnReport writes --output.json (atomically), if asked.
+func writeBurnReport(o *burnOptions, rep *burnReport, stderr io.Writer) bool {
+	if o.outputJSON == "" {
+		return true
+	}
+	err := func() error {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(o.outputJSON), "."+filepath.Base(o.outputJSON)+".*")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		if _, err := tmp.Write(append(b, '\n')); err != nil {
+			tmp.Close()
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp.Name(), o.outputJSON)
+	}()
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify burn: error: --output.json: %v\n", err)
+		return false
+	}
+	return true
+}
+
+func fmtBytes(b uint64) string {
+	if b == 0 {
+		return "nothing"
+	}
+	return fmtSize(b)
+}

@@ -1,0 +1,413 @@
+package collector
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The snapshot is written as text directly, without a registry: its
+// metrics were checked when they were built (MustNewConstMetric), so the
+// registry's consistency checks, hashing and copies, which cost most of a
+// render, are skipped. The output is byte for byte what gathering the
+// snapshot through a registry and encoding it with expfmt gives: families
+// sorted by name, each family's metrics sorted by label values, merged with
+// the families of the exporter's own registry (TestSnapshotTextMatchesExpfmt).
+
+// familyMeta is what a registry would tell about a snapshot family; learnt
+// once per Desc.
+type familyMeta struct {
+	name   string
+	typ    dto.MetricType
+	header []byte // "# HELP …\n# TYPE …\n"
+	// plain: the family and label names are valid legacy names and the type
+	// is a counter or gauge, so writeFamily writes it; otherwise expfmt does.
+	plain bool
+	help  string
+}
+
+// maxLearntFamilies bounds the Descs remembered by snapshotText.
+const maxLearntFamilies = 4096
+
+// snapFamily is one family of the snapshot being rendered.
+type snapFamily struct {
+	meta    *familyMeta
+	metrics []*dto.Metric
+}
+
+// snapshotText renders snapshots; it is used under Exposition.renderMu.
+type snapshotText struct {
+	metas    map[*prometheus.Desc]*familyMeta
+	index    map[*prometheus.Desc]int
+	families []snapFamily
+	dtos     []dto.Metric
+	num      []byte
+	all      []prometheus.Metric // the snapshot's and the Registry's metrics
+}
+
+// learn gathers one metric of an unknown Desc through a registry to find
+// its family's name, help and type.
+func (t *snapshotText) learn(m prometheus.Metric) (*familyMeta, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(oneMetric{m}); err != nil {
+		return nil, err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	if len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+		return nil, fmt.Errorf("metric %s gathered as %d families", m.Desc(), len(mfs))
+	}
+	mf := mfs[0]
+	meta := &familyMeta{name: mf.GetName(), typ: mf.GetType(), help: mf.GetHelp()}
+	meta.plain = (meta.typ == dto.MetricType_GAUGE || meta.typ == dto.MetricType_COUNTER) &&
+		model.LegacyValidation.IsValidMetricName(meta.name)
+	for _, lp := range mf.GetMetric()[0].GetLabel() {
+		meta.plain = meta.plain && model.LegacyValidation.IsValidLabelName(lp.GetName())
+	}
+	var h bytes.Buffer
+	if mf.Help != nil {
+		h.WriteString("# HELP " + meta.name + " ")
+		h.WriteString(strings.NewReplacer("\\", `\\`, "\n", `\n`).Replace(meta.help))
+		h.WriteByte('\n')
+	}
+	h.WriteString("# TYPE " + meta.name + " " + strings.ToLower(meta.typ.String()) + "\n")
+	meta.header = h.Bytes()
+	return meta, nil
+}
+
+// oneMetric is an unchecked collector of one metric.
+type oneMetric struct{ m prometheus.Metric }
+
+func (oneMetric) Describe(chan<- *prometheus.Desc)      {}
+func (c oneMetric) Collect(ch chan<- prometheus.Metric) { ch <- c.m }
+
+// group sorts the snapshot's metrics into families. It drops a metric it
+// cannot write or whose labels repeat another's in its family, as a
+// registry does, and reports them in warn; err means two Descs share a
+// family name (the caller falls back to a registry gather, which merges
+// them).
+func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, err error) {
+	if t.metas == nil {
+		t.metas = map[*prometheus.Desc]*familyMeta{}
+		t.index = map[*prometheus.Desc]int{}
+	}
+	clear(t.index)
+	for i := range t.families {
+		t.families[i] = snapFamily{metrics: t.families[i].metrics[:0]}
+	}
+	t.families = t.families[:0]
+	if cap(t.dtos) < len(ms) {
+		t.dtos = make([]dto.Metric, len(ms)+len(ms)/4)
+	}
+	dtos := t.dtos[:len(ms)]
+	var errs []error
+	for i, m := range ms {
+		d := m.Desc()
+		fi, ok := t.index[d]
+		if !ok {
+			meta := t.metas[d]
+			if meta == nil {
+				if len(t.metas) >= maxLearntFamilies {
+					clear(t.metas) // Descs made anew on every cycle: do not keep them all
+				}
+				var err error
+				if meta, err = t.learn(m); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				t.metas[d] = meta
+			}
+			fi = len(t.families)
+			t.index[d] = fi
+			if fi < cap(t.families) {
+				t.families = t.families[:fi+1]
+				t.families[fi].meta = meta
+			} else {
+				t.families = append(t.families, snapFamily{meta: meta})
+			}
+		}
+		dm := &dtos[i]
+		dm.Reset()
+		if err := m.Write(dm); err != nil {
+			errs = append(errs, fmt.Errorf("writing %s: %w", d, err))
+			continue
+		}
+		t.families[fi].metrics = append(t.families[fi].metrics, dm)
+	}
+	slices.SortFunc(t.families, func(a, b snapFamily) int { return strings.Compare(a.meta.name, b.meta.name) })
+	for i := range t.families {
+		f := &t.families[i]
+		if i > 0 && t.families[i-1].meta.name == f.meta.name {
+			return nil, nil, errFamilyInBoth{f.meta.name}
+		}
+		slices.SortFunc(f.metrics, compareLabels)
+		kept := f.metrics[:0]
+		for j, m := range f.metrics {
+			if j > 0 && compareLabels(f.metrics[j-1], m) == 0 {
+				errs = append(errs, fmt.Errorf("metric %s%v collected twice", f.meta.name, m.GetLabel()))
+				continue
+			}
+			kept = append(kept, m)
+		}
+		f.metrics = kept
+	}
+	return t.families, joinErrors(errs), nil
+}
+
+// render writes the snapshot and the exporter's own metrics, as text. The
+// collectors of a Registry are collected here, on one goroutine, and
+// written like the snapshot; another Gatherer is gathered.
+func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
+	if r, ok := live.(*Registry); ok {
+		t.all = append(t.all[:0], ms...)
+		t.all = r.collect(t.all)
+		fams, warn, err := t.group(t.all)
+		clear(t.all) // drop the references until the next render
+		if err != nil {
+			return warn, err
+		}
+		return warn, t.write(buf, fams, nil)
+	}
+	fams, warn, err := t.group(ms)
+	if err != nil {
+		return warn, err
+	}
+	mfs, gatherErr := live.Gather()
+	if gatherErr != nil {
+		warn = joinErrors(append([]error{gatherErr}, nonNil(warn)...))
+	}
+	return warn, t.write(buf, fams, mfs)
+}
+
+// Registry is a prometheus.Registry that remembers its collectors, so that
+// an Exposition serving it collects them on the render's goroutine and
+// writes them as it writes the snapshot: a prometheus.Registry collects
+// each collector on a goroutine of its own, checks and hashes every metric
+// and sorts the families, which costs more than the collecting. Its Gather
+// (and so a protobuf scrape) is the prometheus.Registry's.
+type Registry struct {
+	*prometheus.Registry
+	mu         sync.Mutex
+	collectors []prometheus.Collector
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{Registry: prometheus.NewRegistry()} }
+
+// Register implements prometheus.Registerer.
+func (r *Registry) Register(c prometheus.Collector) error {
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.collectors = append(r.collectors, c)
+	r.mu.Unlock()
+	return nil
+}
+
+// MustRegister implements prometheus.Registerer.
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister implements prometheus.Registerer.
+func (r *Registry) Unregister(c prometheus.Collector) bool {
+	if !r.Registry.Unregister(c) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, rc := range r.collectors {
+		if rc == c {
+			r.collectors = slices.Delete(r.collectors, i, i+1)
+			break
+		}
+	}
+	return true
+}
+
+// collect appends every collector's metrics to ms. The collectors run one
+// after the other on one goroutine, while this one receives.
+func (r *Registry) collect(ms []prometheus.Metric) []prometheus.Metric {
+	r.mu.Lock()
+	cs := slices.Clone(r.collectors)
+	r.mu.Unlock()
+	ch := make(chan prometheus.Metric, 256)
+	go func() {
+		defer close(ch)
+		for _, c := range cs {
+			c.Collect(ch)
+		}
+	}()
+	for m := range ch {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// compareLabels orders metrics as a registry does: by label values in label
+// name order, fewer labels first.
+func compareLabels(a, b *dto.Metric) int {
+	la, lb := a.GetLabel(), b.GetLabel()
+	if len(la) != len(lb) {
+		return len(la) - len(lb)
+	}
+	for i := range la {
+		if c := strings.Compare(la[i].GetValue(), lb[i].GetValue()); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func nonNil(err error) []error {
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%w (and %d more errors)", errs[0], len(errs)-1)
+}
+
+// writeFamily writes a plain family as expfmt.MetricFamilyToText does.
+func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
+	buf.Write(f.meta.header)
+	for _, m := range f.metrics {
+		buf.WriteString(f.meta.name)
+		for i, lp := range m.GetLabel() {
+			if i == 0 {
+				buf.WriteByte('{')
+			} else {
+				buf.WriteByte(',')
+			}
+			buf.WriteString(lp.GetName())
+			buf.WriteString(`="`)
+			writeLabelValue(buf, lp.GetValue())
+			buf.WriteByte('"')
+		}
+		if len(m.GetLabel()) > 0 {
+			buf.WriteByte('}')
+		}
+		buf.WriteByte(' ')
+		var v float64
+		if f.meta.typ == dto.MetricType_COUNTER {
+			v = m.GetCounter().GetValue()
+		} else {
+			v = m.GetGauge().GetValue()
+		}
+		t.writeFloat(buf, v)
+		if m.TimestampMs != nil {
+			buf.WriteByte(' ')
+			t.num = strconv.AppendInt(t.num[:0], m.GetTimestampMs(), 10)
+			buf.Write(t.num)
+		}
+		buf.WriteByte('\n')
+	}
+}
+
+// writeLabelValue escapes \, newline and " as the text format requires.
+func writeLabelValue(buf *bytes.Buffer, v string) {
+	i := 0
+	for i < len(v) && v[i] != '\\' && v[i] != '\n' && v[i] != '"' {
+		i++
+	}
+	buf.WriteString(v[:i])
+	for ; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			buf.WriteString(`\\`)
+		case '\n':
+			buf.WriteString(`\n`)
+		case '"':
+			buf.WriteString(`\"`)
+		default:
+			buf.WriteByte(c)
+		}
+	}
+}
+
+// writeFloat formats a sample value as expfmt does.
+func (t *snapshotText) writeFloat(buf *bytes.Buffer, f float64) {
+	switch {
+	case f == 1:
+		buf.WriteByte('1')
+	case f == 0:
+		buf.WriteByte('0')
+	case f == -1:
+		buf.WriteString("-1")
+	case math.IsNaN(f):
+		buf.WriteString("NaN")
+	case math.IsInf(f, +1):
+		buf.WriteString("+Inf")
+	case math.IsInf(f, -1):
+		buf.WriteString("-Inf")
+	default:
+		t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
+		buf.Write(t.num)
+	}
+}
+
+// write renders the snapshot's families merged, in name order, with the
+// registry's (already sorted by the registry). A family name in both is an
+// error: the caller falls back to a registry gather.
+func (t *snapshotText) write(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily) error {
+	enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	encodeSnap := func(f snapFamily) error {
+		if f.meta.plain {
+			t.writeFamily(buf, f)
+			return nil
+		}
+		return enc.Encode(&dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics})
+	}
+	i, j := 0, 0
+	for i < len(snap) || j < len(live) {
+		switch {
+		case j == len(live) || (i < len(snap) && snap[i].meta.name < live[j].GetName()):
+			if len(snap[i].metrics) > 0 {
+				if err := encodeSnap(snap[i]); err != nil {
+					return fmt.Errorf("encoding %s: %w", snap[i].meta.name, err)
+				}
+			}
+			i++
+		case i == len(snap) || live[j].GetName() < snap[i].meta.name:
+			if err := enc.Encode(live[j]); err != nil {
+				return fmt.Errorf("encoding %s: %w", live[j].GetName(), err)
+			}
+			j++
+		default:
+			return errFamilyInBoth{live[j].GetName()}
+		}
+	}
+	return nil
+}
+
+// errFamilyInBoth: one family name in two places (two Descs of the
+// snapshot, or the snapshot and the registry).
+type errFamilyInBoth struct{ name string }
+
+func (e errFamilyInBoth) Error() string {
+	return "metric family " + e.name + " is gathered from two sources"
+}

@@ -1,0 +1,192 @@
+package collector
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+
+	"github.com/gpulens/gpulens/internal/gpusim"
+)
+
+// simExporter is what gpulens-exporter runs on a simulated fleet, driven on
+// a fake clock: every default collector, and the exposition with the
+// exporter's own metrics (Go runtime, process, build info) as in main.
+type simExporter struct {
+	clock *fakeClock
+	s     *Sampler
+	exp   *Exposition
+}
+
+func newSimExporter(b testing.TB, scenario string) *simExporter {
+	b.Helper()
+	sc, err := gpusim.Load(scenario)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := newFakeClock()
+	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lib := fleet.Interface()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		b.Fatalf("init: %v", ret)
+	}
+	b.Cleanup(func() { lib.Shutdown() })
+	var cs []NamedCollector
+	for _, f := range Factories() {
+		if f.DefaultEnabled {
+			cs = append(cs, NamedCollector{Name: f.Name, Collector: f.New()})
+		}
+	}
+	s, err := NewSampler(lib, cs, false, Config{Interval: time.Second, DeviceTimeout: 5 * time.Second, Now: clock.Now, Simulated: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := NewRegistry()
+	reg.MustRegister(s.Live(), versioncollector.NewCollector("gpulens_exporter"),
+		collectors.NewGoCollector(), NewProcessCollector())
+	e := &simExporter{clock: clock, s: s, exp: NewExposition(s, reg, ExpositionOptions{Now: clock.Now})}
+	for range 2 { // identities read, GPM has a previous sample
+		e.second()
+	}
+	return e
+}
+
+// second runs one sampler interval as Sampler.Run does: each GPU's cycle
+// followed by a publish, then the watchdog's publish.
+func (e *simExporter) second() {
+	e.clock.Advance(time.Second)
+	for _, w := range e.s.workers {
+		w.cycle()
+		e.s.publish()
+	}
+	e.s.publish()
+}
+
+// scrape is Prometheus's request, served by the handler alone.
+func (e *simExporter) scrape(b testing.TB) int {
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	rec := httptest.NewRecorder()
+	e.exp.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("scrape: %d", rec.Code)
+	}
+	return rec.Body.Len()
+}
+
+// BenchmarkExporterCPUPerSecond is the exporter's CPU per second of its
+// life (user+system, getrusage) at the default --sampler.interval=1s over
+// the 8 simulated H100s of dgx-h100 (simulator included), scraped every 60
+// s, 15 s and 1 s, against never scraped. Time is simulated on an injected
+// clock: a simulated second is the 8 GPU cycles and the 9 snapshot
+// publishes and, on a scrape second, one scrape (the handler, gzip) with
+// whatever render it needs. One exporter runs blocks of 60 simulated
+// seconds; each iteration runs, for every policy in a seeded random order,
+// a pair of blocks: the policy's and a never-scraped one, in random order.
+// Each block ends with a garbage collection inside its measurement, so that
+// it pays for its own garbage, not for the previous block's
+// (forced-gc-µs/s is what that adds to every block). x-never is the median
+// over iterations of a policy block's CPU over its pair's never-scraped
+// block's: other work on a shared machine slows blocks unevenly, and the
+// pair runs within a fifth of a second. The never pair (never2) shows the
+// noise. Run with -benchtime=60x (an hour of simulated time per policy).
+func BenchmarkExporterCPUPerSecond(b *testing.B) {
+	const block = 60 // simulated seconds
+	policies := []struct {
+		name  string
+		every int // seconds between scrapes, 0: never
+	}{{"never2", 0}, {"60s", 60}, {"15s", 15}, {"1s", 1}}
+	e := newSimExporter(b, "dgx-h100")
+	var gzBytes int
+	var gcCPU, neverCPU time.Duration
+	run := func(every int) time.Duration {
+		cpu0 := cpuTime()
+		for sec := 1; sec <= block; sec++ {
+			e.second()
+			if every > 0 && sec%every == 0 {
+				gzBytes = e.scrape(b)
+			}
+		}
+		gc0 := cpuTime()
+		runtime.GC()
+		gcCPU += cpuTime() - gc0
+		return cpuTime() - cpu0
+	}
+	cpu := make([]time.Duration, len(policies))
+	ratios := make([][]float64, len(policies))
+	renders := make([]uint64, len(policies))
+	rnd := rand.New(rand.NewPCG(1, 2))
+	runtime.GC()
+	rounds, blocks := 0, 0
+	for b.Loop() {
+		for _, i := range rnd.Perm(len(policies)) {
+			var never, p time.Duration
+			r0 := e.exp.renders.Load()
+			if rnd.IntN(2) == 0 {
+				never = run(0)
+				p = run(policies[i].every)
+			} else {
+				p = run(policies[i].every)
+				never = run(0)
+			}
+			renders[i] += e.exp.renders.Load() - r0
+			cpu[i] += p
+			neverCPU += never
+			blocks += 2
+			ratios[i] = append(ratios[i], float64(p)/float64(never))
+		}
+		rounds++
+	}
+	perSec := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n*block) }
+	b.ReportMetric(perSec(neverCPU, rounds*len(policies)), "never-cpu-µs/s")
+	for i, p := range policies {
+		slices.Sort(ratios[i])
+		b.ReportMetric(perSec(cpu[i], rounds), p.name+"-cpu-µs/s")
+		b.ReportMetric(ratios[i][len(ratios[i])/2], p.name+"-x-never")
+		if p.every > 0 {
+			b.ReportMetric(float64(renders[i])/float64(rounds*block/p.every), p.name+"-renders/scrape")
+		}
+	}
+	b.ReportMetric(float64(gcCPU.Microseconds())/float64(blocks*block), "forced-gc-µs/s")
+	b.ReportMetric(float64(gzBytes), "gz-bytes/scrape")
+}
+
+// BenchmarkExporterRender is one render of what BenchmarkExporterCPUPerSecond
+// serves (gather, text encoding, gzip): the price of a scrape that finds a
+// new snapshot.
+func BenchmarkExporterRender(b *testing.B) {
+	e := newSimExporter(b, "dgx-h100")
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		e.exp.renderMu.Lock()
+		_, err := e.exp.render()
+		e.exp.renderMu.Unlock()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// BenchmarkExporterCycle is the sampler's work per second of BenchmarkExporterCPUPerSecond
+// without scrapes, as wall time per second of simulated time, with
+// allocations: profile it (-cpuprofile) to split the simulator's cost from
+// the collectors'.
+func BenchmarkExporterCycle(b *testing.B) {
+	e := newSimExporter(b, "dgx-h100")
+	b.ReportAllocs()
+	for b.Loop() {
+		e.second()
+	}
+}

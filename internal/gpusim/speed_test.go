@@ -1,0 +1,101 @@
+package gpusim
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// TestSpeed: with Options.Speed, sim time runs Speed times faster than the
+// fleet's clock, and so does everything measured in sim time: the tenants'
+// timeline, the wall times of process samples, XID events and fault delays.
+func TestSpeed(t *testing.T) {
+	for _, bad := range []float64{-1, MaxSpeed + 1, math.NaN(), math.Inf(1)} {
+		if _, err := New(mustLoad(t, "minimal"), Options{Speed: bad}); err == nil {
+			t.Errorf("speed %v accepted", bad)
+		}
+	}
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb}
+tenants:
+  - {name: late, gpu: 0, pid: 100, start: 10m, sm_util: 50, memory: 1024}
+`)
+	clk := newTestClock()
+	f, err := New(sc, Options{Seed: 1, Start: epoch, Now: clk.Now, Speed: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := f.Interface()
+	lib.Init()
+	defer lib.Shutdown()
+	d := handle(t, lib, 0)
+	clk.Set(9 * time.Second) // sim 9 min
+	if got := f.Elapsed(); got != 9*time.Minute {
+		t.Errorf("Elapsed at 9 s of the clock = %v; want 9m", got)
+	}
+	if ps, _ := d.GetComputeRunningProcesses(); len(ps) != 0 {
+		t.Errorf("at sim 9 min: %d processes; the tenant starts at 10 min", len(ps))
+	}
+	clk.Set(11 * time.Second) // sim 11 min
+	ps, _ := d.GetComputeRunningProcesses()
+	if len(ps) != 1 || ps[0].Pid != 100 {
+		t.Fatalf("at sim 11 min: processes %+v; want pid 100", ps)
+	}
+	// Samples every 200 ms of sim time, stamped with the clock's time of
+	// that sim time: the newest at sim 660 s is at 11 s of the clock.
+	samples, r := d.GetProcessUtilization(0)
+	if r != nvml.SUCCESS || len(samples) == 0 {
+		t.Fatalf("GetProcessUtilization = %d samples, %v", len(samples), r)
+	}
+	last := samples[len(samples)-1]
+	if want := uint64(epoch.Add(11 * time.Second).UnixMicro()); last.TimeStamp != want || last.SmUtil != 50 {
+		t.Errorf("newest sample %+v; want time stamp %d (the clock at sim 660 s), 50 %% SM", last, want)
+	}
+	if step := samples[len(samples)-1].TimeStamp - samples[len(samples)-2].TimeStamp; step != 200_000/60 && step != 200_000/60+1 {
+		t.Errorf("samples %d µs apart on the clock; want 200 ms of sim time / 60", step)
+	}
+}
+
+// TestSpeedRealTime: fault delays and the wait for an XID last their sim
+// duration divided by the speed, in real time.
+func TestSpeedRealTime(t *testing.T) {
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb}
+faults:
+  - {kind: hang, gpu: 0, call: GetPowerUsage, delay: 30s}
+  - {kind: xid, gpu: 0, xid: 13, at: 20s}
+`)
+	f, err := New(sc, Options{Seed: 1, Speed: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := f.Interface()
+	lib.Init()
+	defer lib.Shutdown()
+	d := handle(t, lib, 0)
+	set, _ := lib.EventSetCreate()
+	defer set.Free()
+	if r := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); r != nvml.SUCCESS {
+		t.Fatal(r)
+	}
+	began := time.Now()
+	if _, r := d.GetPowerUsage(); r != nvml.SUCCESS {
+		t.Fatal(r)
+	}
+	// 30 s of sim time at 100x: 300 ms.
+	if took := time.Since(began); took < 290*time.Millisecond || took > 3*time.Second {
+		t.Errorf("a 30 s hang at speed 100 took %v; want about 300 ms", took)
+	}
+	// The XID at sim 20 s (200 ms on the clock) is already due.
+	ev, r := set.Wait(5000)
+	if r != nvml.SUCCESS || ev.EventData != 13 {
+		t.Errorf("Wait = %+v, %v; want XID 13", ev, r)
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("XID at sim 20 s arrived after %v of real time at speed 100", took)
+	}
+}

@@ -1,0 +1,233 @@
+package simserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// exposition is an exporter's text exposition (the series the tie reads)
+// with GPU 0 shared by pids 4242 and 5151 (at util0 and util1), GPU 1
+// alone, and GPU 4 in MIG mode with a process on each of two instances.
+func exposition(util0, util1 float64) string {
+	var b strings.Builder
+	b.WriteString("# HELP gpulens_gpu_info GPU.\n# TYPE gpulens_gpu_info gauge\n")
+	for _, g := range []string{"0", "1", "4"} {
+		fmt.Fprintf(&b, "gpulens_gpu_info{gpu=%q,uuid=\"GPU-%s\"} 1\n", g, g)
+	}
+	b.WriteString("# HELP gpulens_process_sm_utilization_ratio SM.\n# TYPE gpulens_process_sm_utilization_ratio gauge\n")
+	for _, p := range []struct {
+		gpu, pid, gi string
+		util         float64
+	}{
+		{"0", "4242", "", util0}, {"0", "5151", "", util1}, {"1", "7000", "", 0.31},
+		{"4", "6161", "1", 0.2}, {"4", "6262", "2", 0.8}, {"4", "6363", "1", 0.1},
+	} {
+		fmt.Fprintf(&b, "gpulens_process_sm_utilization_ratio{compute_instance_id=\"\",gpu=%q,gpu_instance_id=%q,pid=%q,uuid=\"GPU-%s\"} %g\n", p.gpu, p.gi, p.pid, p.gpu, p.util)
+	}
+	return b.String()
+}
+
+func TestNeighbourUtilization(t *testing.T) {
+	for _, tc := range []struct {
+		gpu, pid string
+		want     float64
+		err      string
+	}{
+		{"0", "4242", 0.7, ""},             // the neighbour only
+		{"GPU-0", "4242", 0.7, ""},         // by UUID
+		{"0", "", 1.05, ""},                // every process a neighbour
+		{"0", "5151", 0.35, ""},            // standing for the other one
+		{"1", "7000", 0, ""},               // alone
+		{"4", "6161", 0.1, ""},             // MIG: only its own instance
+		{"4", "", 1.1, ""},                 // MIG, no own process: every process
+		{"7", "", 0, "shows no GPU \"7\""}, // a GPU the exporter does not have
+	} {
+		got, err := NeighbourUtilization(strings.NewReader(exposition(0.35, 0.7)), tc.gpu, tc.pid)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("GPU %s pid %s: err %v, want %q", tc.gpu, tc.pid, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || abs(got-tc.want) > 1e-12 {
+			t.Errorf("GPU %s pid %s: %v, %v; want %v", tc.gpu, tc.pid, got, err, tc.want)
+		}
+	}
+	if _, err := NeighbourUtilization(strings.NewReader("not { an exposition"), "0", ""); err == nil {
+		t.Error("a broken exposition parsed")
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestSetSlowdownClamps(t *testing.T) {
+	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want float64 }{{1.7, 1.7}, {0.5, 1}, {-3, 1}, {1e9, MaxSlowdown}} {
+		s.SetSlowdown(tc.in)
+		if got := s.Slowdown(); got != tc.want {
+			t.Errorf("SetSlowdown(%v): %v, want %v", tc.in, got, tc.want)
+		}
+		if got := testutil.ToFloat64(s.metrics.slowdown); got != tc.want {
+			t.Errorf("SetSlowdown(%v): gpulens_sim_slowdown_ratio %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A slowdown stretches every engine step (batching) and every token delay
+// (fixed mode) from the next one on.
+func TestSlowdownStretchesSchedule(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		f    float64
+		want []time.Duration
+	}{
+		{"batching alone", Config{DecodeBase: 10 * time.Millisecond}, 1, ms(10, 20, 30)},
+		{"batching, a neighbour at 70 %", Config{DecodeBase: 10 * time.Millisecond}, 1.7, ms(17, 34, 51)},
+		{"fixed, a neighbour at 100 %", Config{FixedTTFT: 20 * time.Millisecond, FixedITL: 5 * time.Millisecond}, 2, ms(40, 50, 60)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var queued atomic.Int64
+			e := newEngine(&cfg, newMetrics(cfg.Model), &queued)
+			e.slowdown = &slowdown{}
+			e.slowdown.set(tc.f)
+			r := testRequest(0, 1, 3, -1, t0)
+			queued.Add(1)
+			e.enqueue(r)
+			if got := drive(t, e, t0, []*request{r}); !reflect.DeepEqual(got[0], tc.want) {
+				t.Errorf("token times %v, want %v", got[0], tc.want)
+			}
+		})
+	}
+}
+
+// fakeExporter serves exposition(…) at /metrics; its neighbour's
+// utilisation and its status can change.
+type fakeExporter struct {
+	mu     sync.Mutex
+	util   float64
+	status int
+}
+
+func (f *fakeExporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.status != http.StatusOK {
+		w.WriteHeader(f.status)
+		return
+	}
+	if !strings.HasPrefix(r.Header.Get("Accept"), "text/plain") {
+		w.WriteHeader(http.StatusNotAcceptable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprint(w, exposition(0.35, f.util))
+}
+
+func (f *fakeExporter) set(util float64, status int) {
+	f.mu.Lock()
+	f.util, f.status = util, status
+	f.mu.Unlock()
+}
+
+// The tie follows the exporter: a neighbour joining slows the server, its
+// leaving speeds it up, and when the exporter cannot be read the last
+// reading holds for StaleAfter, then the server runs as if alone.
+func TestGPUTieFollowsExporter(t *testing.T) {
+	exp := &fakeExporter{status: http.StatusOK}
+	srv := httptest.NewServer(exp)
+	defer srv.Close()
+	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tie := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "0", PID: "4242", Interval: 100 * time.Millisecond, StaleAfter: 2 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tie.Run(ctx, s, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor := func(what string, want float64) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if abs(s.Slowdown()-want) < 1e-12 {
+				return time.Now()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("%s: slowdown %v, want %v", what, s.Slowdown(), want)
+		return time.Time{}
+	}
+	waitFor("alone", 1)
+	exp.set(0.7, http.StatusOK)
+	waitFor("a neighbour at 70 %", 1.7)
+	if got := testutil.ToFloat64(s.metrics.neighbourUtil); abs(got-0.7) > 1e-12 {
+		t.Errorf("gpulens_sim_gpu_neighbour_sm_utilization_ratio %v, want 0.7", got)
+	}
+	exp.set(0.7, http.StatusServiceUnavailable)
+	failed := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	if got := s.Slowdown(); got != 1.7 {
+		t.Errorf("right after the exporter failed: slowdown %v, want the last reading 1.7", got)
+	}
+	// The last good read came at most an interval before the failure
+	// (give a loaded machine 10 of them).
+	if stale := waitFor("stale", 1); stale.Sub(failed) < tie.StaleAfter-10*tie.Interval {
+		t.Errorf("the last reading was dropped %s after the exporter failed; want about StaleAfter (%s)", stale.Sub(failed), tie.StaleAfter)
+	}
+	if got := testutil.ToFloat64(s.metrics.gpuReads.WithLabelValues("error")); got < 2 {
+		t.Errorf("failed reads counted %v, want several", got)
+	}
+	exp.set(0.2, http.StatusOK)
+	waitFor("back, the neighbour at 20 %", 1.2)
+}
+
+func TestGPUTieValidate(t *testing.T) {
+	good := GPUTie{ExporterURL: "http://127.0.0.1:9842/metrics", GPU: "0", Interval: time.Second, StaleAfter: 5 * time.Second}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mod  func(g *GPUTie)
+		want string
+	}{
+		{func(g *GPUTie) { g.ExporterURL = "127.0.0.1:9842" }, `ExporterURL must be an http(s) URL, got "127.0.0.1:9842"`},
+		{func(g *GPUTie) { g.GPU = "" }, "GPU must name the GPU: its index or UUID"},
+		{func(g *GPUTie) { g.Interval = time.Millisecond }, "Interval must be at least 100ms, got 1ms"},
+		{func(g *GPUTie) { g.StaleAfter = 500 * time.Millisecond }, "StaleAfter (500ms) must be at least Interval (1s)"},
+	} {
+		g := good
+		tc.mod(&g)
+		if err := g.Validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("err %v, want %q", err, tc.want)
+		}
+	}
+}
