@@ -449,27 +449,8 @@ func (s *session) deviceCopy(m string) error {
 
 // fp32 times KernelFMA: FLOP = threads * iters * FMAChains * 2.
 func (s *session) fp32(m string) error {
-	share, err := s.share(m)
-	if err != nil {
-		return err
-	}
-	f, err := s.function(KernelFMA)
-	if err != nil {
-		return err
-	}
 	threads := uint64(s.dev.SMs * fmaBlocksPerSM * fmaThreads)
-	out, free, err := s.alloc(4 * threads)
-	if err != nil {
-		return err
-	}
-	defer free()
-	ev, destroy, err := s.events()
-	if err != nil {
-		return err
-	}
-	defer destroy()
-	run := s.kernel(ev, f, fmaBlocksPerSM, fmaThreads, func(iters uint64) []uint64 { return []uint64{uint64(out), iters} })
-	rate, err := s.calibrated(share, workload{pilot: pilotKernelIters, max: math.MaxUint32, run: run})
+	rate, err := s.computeRate(m, KernelFMA, fmaBlocksPerSM, fmaThreads, threads)
 	if err != nil {
 		return err
 	}
@@ -480,32 +461,39 @@ func (s *session) fp32(m string) error {
 // tensor times KernelMMAF16 or KernelMMABF16: FLOP = warps * iters *
 // MMAChains * MMAFlop.
 func (s *session) tensor(m, kernel string, figure *float64) error {
-	share, err := s.share(m)
-	if err != nil {
-		return err
-	}
-	f, err := s.function(kernel)
-	if err != nil {
-		return err
-	}
 	warps := uint64(s.dev.SMs * mmaBlocksPerSM * mmaThreads / 32)
-	out, free, err := s.alloc(4 * warps)
-	if err != nil {
-		return err
-	}
-	defer free()
-	ev, destroy, err := s.events()
-	if err != nil {
-		return err
-	}
-	defer destroy()
-	run := s.kernel(ev, f, mmaBlocksPerSM, mmaThreads, func(iters uint64) []uint64 { return []uint64{uint64(out), iters} })
-	rate, err := s.calibrated(share, workload{pilot: pilotKernelIters, max: math.MaxUint32, run: run})
+	rate, err := s.computeRate(m, kernel, mmaBlocksPerSM, mmaThreads, warps)
 	if err != nil {
 		return err
 	}
 	*figure = rate * float64(warps) * MMAChains * MMAFlop
 	return nil
+}
+
+// computeRate runs a compute kernel taking (out, iters), blocksPerSM blocks
+// of threads on every SM, calibrated to measurement m's share of the budget,
+// and returns the iterations per second; out holds outWords 4-byte results.
+func (s *session) computeRate(m, kernel string, blocksPerSM, threads int, outWords uint64) (float64, error) {
+	share, err := s.share(m)
+	if err != nil {
+		return 0, err
+	}
+	f, err := s.function(kernel)
+	if err != nil {
+		return 0, err
+	}
+	out, free, err := s.alloc(4 * outWords)
+	if err != nil {
+		return 0, err
+	}
+	defer free()
+	ev, destroy, err := s.events()
+	if err != nil {
+		return 0, err
+	}
+	defer destroy()
+	run := s.kernel(ev, f, blocksPerSM, threads, func(iters uint64) []uint64 { return []uint64{uint64(out), iters} })
+	return s.calibrated(share, workload{pilot: pilotKernelIters, max: math.MaxUint32, run: run})
 }
 
 // launch times round trips of an empty kernel (cuLaunchKernel then

@@ -1,5 +1,7 @@
 package gpuprobe
 
+import "strings"
+
 // ptxBase holds KernelNoop, KernelCopy, KernelFMA and KernelStolen; ptxTensor
 // holds KernelMMAF16 and KernelMMABF16 (compute capability 8.0+), in a module
 // of its own so that older GPUs still load the base module.
@@ -279,8 +281,10 @@ STOLEN_EXIT:
 	ret;
 }
 `
+)
 
-	ptxTensor = `//
+// ptxTensor: see ptxBase.
+var ptxTensor = `//
 // gpulens probe kernels: tensor module (mma.sync, compute capability 8.0+)
 //
 .version 7.0
@@ -294,9 +298,14 @@ STOLEN_EXIT:
 // both kernels compute the same values); chain c's accumulators start at
 // c+1. Lane 0 of each warp stores the sum of its 16 accumulators to
 // out[global warp] (f32).
-.visible .entry gpulens_mma_f16(
-	.param .u64 gpulens_mma_f16_out,
-	.param .u64 gpulens_mma_f16_iters
+` + mmaKernel("f16", "F16") + "\n" + mmaKernel("bf16", "BF16")
+
+// mmaKernelPTX is gpulens_mma_{{T}}: the f16 and bf16 kernels differ only in
+// the input type of their conversions and mma.sync, and in their names and
+// labels.
+const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
+	.param .u64 gpulens_mma_{{T}}_out,
+	.param .u64 gpulens_mma_{{T}}_iters
 )
 {
 	.reg .pred 	%p<4>;
@@ -304,8 +313,8 @@ STOLEN_EXIT:
 	.reg .b64 	%rd<9>;
 	.reg .f32 	%f<24>;
 
-	ld.param.u64 	%rd1, [gpulens_mma_f16_out];
-	ld.param.u64 	%rd2, [gpulens_mma_f16_iters];
+	ld.param.u64 	%rd1, [gpulens_mma_{{T}}_out];
+	ld.param.u64 	%rd2, [gpulens_mma_{{T}}_iters];
 	mov.u32 	%r1, %laneid;
 	add.u32 	%r2, %r1, 1;
 	cvt.rn.f32.u32 	%f20, %r2;
@@ -314,8 +323,8 @@ STOLEN_EXIT:
 	add.u32 	%r3, %r3, 1;
 	cvt.rn.f32.u32 	%f21, %r3;
 	mul.rn.f32 	%f21, %f21, 0f3E000000;	// (lane%4+1)/8
-	cvt.rn.f16x2.f32 	%r4, %f20, %f20;	// A
-	cvt.rn.f16x2.f32 	%r5, %f21, %f21;	// B
+	cvt.rn.{{T}}x2.f32 	%r4, %f20, %f20;	// A
+	cvt.rn.{{T}}x2.f32 	%r5, %f21, %f21;	// B
 	mov.f32 	%f0, 0f3F800000;
 	mov.f32 	%f1, 0f3F800000;
 	mov.f32 	%f2, 0f3F800000;
@@ -334,39 +343,39 @@ STOLEN_EXIT:
 	mov.f32 	%f15, 0f40800000;
 	mov.u64 	%rd3, %rd2;	// iterations left
 	setp.lt.u64 	%p1, %rd3, 4;
-	@%p1 bra 	F16_TAIL;
-F16_LOOP4:
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	@%p1 bra 	{{L}}_TAIL;
+{{L}}_LOOP4:
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
 	sub.u64 	%rd3, %rd3, 4;
 	setp.ge.u64 	%p1, %rd3, 4;
-	@%p1 bra 	F16_LOOP4;
-F16_TAIL:
+	@%p1 bra 	{{L}}_LOOP4;
+{{L}}_TAIL:
 	setp.eq.u64 	%p2, %rd3, 0;
-	@%p2 bra 	F16_DONE;
-F16_LOOP1:
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	@%p2 bra 	{{L}}_DONE;
+{{L}}_LOOP1:
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
 	sub.u64 	%rd3, %rd3, 1;
 	setp.ne.u64 	%p2, %rd3, 0;
-	@%p2 bra 	F16_LOOP1;
-F16_DONE:
+	@%p2 bra 	{{L}}_LOOP1;
+{{L}}_DONE:
 	add.rn.f32 	%f16, %f0, %f1;
 	add.rn.f32 	%f16, %f16, %f2;
 	add.rn.f32 	%f16, %f16, %f3;
@@ -383,7 +392,7 @@ F16_DONE:
 	add.rn.f32 	%f16, %f16, %f14;
 	add.rn.f32 	%f16, %f16, %f15;
 	setp.ne.u32 	%p3, %r1, 0;
-	@%p3 bra 	F16_EXIT;
+	@%p3 bra 	{{L}}_EXIT;
 	mov.u32 	%r5, %ctaid.x;
 	mov.u32 	%r6, %ntid.x;
 	mov.u32 	%r7, %tid.x;
@@ -395,113 +404,13 @@ F16_DONE:
 	shl.b64 	%rd7, %rd4, 2;
 	add.u64 	%rd6, %rd6, %rd7;
 	st.global.f32 	[%rd6], %f16;
-F16_EXIT:
-	ret;
-}
-
-.visible .entry gpulens_mma_bf16(
-	.param .u64 gpulens_mma_bf16_out,
-	.param .u64 gpulens_mma_bf16_iters
-)
-{
-	.reg .pred 	%p<4>;
-	.reg .b32 	%r<8>;
-	.reg .b64 	%rd<9>;
-	.reg .f32 	%f<24>;
-
-	ld.param.u64 	%rd1, [gpulens_mma_bf16_out];
-	ld.param.u64 	%rd2, [gpulens_mma_bf16_iters];
-	mov.u32 	%r1, %laneid;
-	add.u32 	%r2, %r1, 1;
-	cvt.rn.f32.u32 	%f20, %r2;
-	mul.rn.f32 	%f20, %f20, 0f3C800000;	// (lane+1)/64
-	and.b32 	%r3, %r1, 3;
-	add.u32 	%r3, %r3, 1;
-	cvt.rn.f32.u32 	%f21, %r3;
-	mul.rn.f32 	%f21, %f21, 0f3E000000;	// (lane%4+1)/8
-	cvt.rn.bf16x2.f32 	%r4, %f20, %f20;	// A
-	cvt.rn.bf16x2.f32 	%r5, %f21, %f21;	// B
-	mov.f32 	%f0, 0f3F800000;
-	mov.f32 	%f1, 0f3F800000;
-	mov.f32 	%f2, 0f3F800000;
-	mov.f32 	%f3, 0f3F800000;
-	mov.f32 	%f4, 0f40000000;
-	mov.f32 	%f5, 0f40000000;
-	mov.f32 	%f6, 0f40000000;
-	mov.f32 	%f7, 0f40000000;
-	mov.f32 	%f8, 0f40400000;
-	mov.f32 	%f9, 0f40400000;
-	mov.f32 	%f10, 0f40400000;
-	mov.f32 	%f11, 0f40400000;
-	mov.f32 	%f12, 0f40800000;
-	mov.f32 	%f13, 0f40800000;
-	mov.f32 	%f14, 0f40800000;
-	mov.f32 	%f15, 0f40800000;
-	mov.u64 	%rd3, %rd2;	// iterations left
-	setp.lt.u64 	%p1, %rd3, 4;
-	@%p1 bra 	BF16_TAIL;
-BF16_LOOP4:
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	sub.u64 	%rd3, %rd3, 4;
-	setp.ge.u64 	%p1, %rd3, 4;
-	@%p1 bra 	BF16_LOOP4;
-BF16_TAIL:
-	setp.eq.u64 	%p2, %rd3, 0;
-	@%p2 bra 	BF16_DONE;
-BF16_LOOP1:
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	sub.u64 	%rd3, %rd3, 1;
-	setp.ne.u64 	%p2, %rd3, 0;
-	@%p2 bra 	BF16_LOOP1;
-BF16_DONE:
-	add.rn.f32 	%f16, %f0, %f1;
-	add.rn.f32 	%f16, %f16, %f2;
-	add.rn.f32 	%f16, %f16, %f3;
-	add.rn.f32 	%f16, %f16, %f4;
-	add.rn.f32 	%f16, %f16, %f5;
-	add.rn.f32 	%f16, %f16, %f6;
-	add.rn.f32 	%f16, %f16, %f7;
-	add.rn.f32 	%f16, %f16, %f8;
-	add.rn.f32 	%f16, %f16, %f9;
-	add.rn.f32 	%f16, %f16, %f10;
-	add.rn.f32 	%f16, %f16, %f11;
-	add.rn.f32 	%f16, %f16, %f12;
-	add.rn.f32 	%f16, %f16, %f13;
-	add.rn.f32 	%f16, %f16, %f14;
-	add.rn.f32 	%f16, %f16, %f15;
-	setp.ne.u32 	%p3, %r1, 0;
-	@%p3 bra 	BF16_EXIT;
-	mov.u32 	%r5, %ctaid.x;
-	mov.u32 	%r6, %ntid.x;
-	mov.u32 	%r7, %tid.x;
-	mul.wide.u32 	%rd4, %r5, %r6;
-	cvt.u64.u32 	%rd5, %r7;
-	add.u64 	%rd4, %rd4, %rd5;
-	shr.u64 	%rd4, %rd4, 5;	// global warp
-	cvta.to.global.u64 	%rd6, %rd1;
-	shl.b64 	%rd7, %rd4, 2;
-	add.u64 	%rd6, %rd6, %rd7;
-	st.global.f32 	[%rd6], %f16;
-BF16_EXIT:
+{{L}}_EXIT:
 	ret;
 }
 `
-)
+
+// mmaKernel instantiates mmaKernelPTX for one input type ("f16", "bf16")
+// with its label prefix ("F16", "BF16").
+func mmaKernel(dtype, label string) string {
+	return strings.NewReplacer("{{T}}", dtype, "{{L}}", label).Replace(mmaKernelPTX)
+}
