@@ -92,6 +92,9 @@ type Metadata struct {
 	// that met the SLOs; SaturationReason says why the search stopped.
 	SaturationLevel  float64 `json:"saturation_level,omitempty"`
 	SaturationReason string  `json:"saturation_reason,omitempty"`
+	// Manifest records what the server, host and user said about the
+	// configuration, and a hash of the settings; see Manifest.
+	Manifest *Manifest `json:"manifest,omitempty"`
 }
 
 // Stamp marks the metadata as written by this build of gpulens-loadgen:
@@ -158,6 +161,12 @@ type Run struct {
 	// recompute every statistic (exact percentiles included) over the
 	// union of the shards. Absent from aggregate runs.
 	Requests []Record `json:"requests,omitempty"`
+	// GPU is the GPU side of this level and repeat (peak VRAM, power,
+	// energy, tokens per joule), when an exporter was read; see RunGPU.
+	GPU *RunGPU `json:"gpu,omitempty"`
+	// ServerMetrics summarises the server's own /metrics during the run,
+	// when they were scraped.
+	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
 }
 
 // Settings are every knob that shaped a run.

@@ -1,0 +1,115 @@
+package report
+
+// The fields below are what an evaluation campaign records beyond latency
+// and throughput (docs/loadgen.md, "Evaluation campaigns"): the GPU side of
+// every level and repeat, what the server said it is, and the server's own
+// metrics during the run. They hang off Run and Metadata as optional
+// pointers so that reports written before they existed still read back.
+
+// RunGPU is what the gpulens exporter reported while one level and repeat
+// ran (Run.GPU): the GPUs serving the model, polled every few seconds.
+// Energy comes from the GPUs' energy counters (the increase over the run),
+// falling back to mean power × duration when a counter is missing
+// (EnergyFromPower then says so).
+type RunGPU struct {
+	// GPUs holds one entry per GPU serving, in exporter order.
+	GPUs []RunGPUDevice `json:"gpus"`
+	// PeakMemoryUsedBytes is the peak, over the polls, of the memory used
+	// summed over the GPUs serving.
+	PeakMemoryUsedBytes float64 `json:"peak_memory_used_bytes"`
+	// MeanUtilizationRatio is the mean over GPUs and polls (0–1).
+	MeanUtilizationRatio float64 `json:"mean_utilization_ratio"`
+	// MeanPowerWatts is the mean of the summed power draw over the polls.
+	MeanPowerWatts float64 `json:"mean_power_watts"`
+	// EnergyJoules is the energy the GPUs used during the run, summed.
+	EnergyJoules    float64 `json:"energy_joules"`
+	EnergyFromPower bool    `json:"energy_from_power,omitempty"`
+	// OutputTokensPerJoule is Summary.OutputTokensTotal / EnergyJoules and
+	// EnergyPerRequestJoules EnergyJoules / Summary.RequestsCompleted; zero
+	// when undefined.
+	OutputTokensPerJoule   float64 `json:"output_tokens_per_joule"`
+	EnergyPerRequestJoules float64 `json:"energy_per_request_joules"`
+	Samples                int     `json:"samples"`
+	// Error is set when the exporter could not be read during the run.
+	Error string `json:"error,omitempty"`
+}
+
+// RunGPUDevice is one GPU's share of RunGPU.
+type RunGPUDevice struct {
+	GPU                  string  `json:"gpu"`
+	UUID                 string  `json:"uuid"`
+	Name                 string  `json:"name,omitempty"`
+	PeakMemoryUsedBytes  float64 `json:"peak_memory_used_bytes"`
+	MeanUtilizationRatio float64 `json:"mean_utilization_ratio"`
+	MeanPowerWatts       float64 `json:"mean_power_watts"`
+	EnergyJoules         float64 `json:"energy_joules"`
+}
+
+// Manifest is what makes a report reproducible and two reports comparable
+// (Metadata.Manifest).
+type Manifest struct {
+	// Server holds what the server said about itself, one entry per
+	// endpoint asked (answered or not).
+	Server []ServerFact `json:"server,omitempty"`
+	// ServerVersion and ModelRevision are the server's version and the
+	// model revision (commit, sha, digest) when an endpoint told them.
+	ServerVersion string `json:"server_version,omitempty"`
+	ModelRevision string `json:"model_revision,omitempty"`
+	// Host is the load generator's host.
+	Host HostFacts `json:"host"`
+	// Labels are the user's key=value labels (container image digest,
+	// framework version, evaluation code commit…).
+	Labels map[string]string `json:"labels,omitempty"`
+	// SettingsHash is the hex SHA-256 of the canonical JSON of everything
+	// that shapes the workload and its measurement (the run settings, the
+	// dataset hash, the model, the endpoint kind; not the run ID, times,
+	// nonce or target host): equal hashes mean "same configuration".
+	SettingsHash string `json:"settings_hash"`
+}
+
+// ServerFact is one endpoint's answer, e.g. vLLM's GET /version.
+type ServerFact struct {
+	// Endpoint is the method and path asked, e.g. "GET /version".
+	Endpoint string `json:"endpoint"`
+	// Status is the HTTP status (0 when the request failed).
+	Status int `json:"status"`
+	// Fields are the answer's scalar fields worth keeping (strings and
+	// numbers as text), e.g. {"version": "0.11.0"}.
+	Fields map[string]string `json:"fields,omitempty"`
+	Error  string            `json:"error,omitempty"`
+}
+
+// HostFacts describe the machine the load generator ran on.
+type HostFacts struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Kernel   string `json:"kernel,omitempty"`
+	CPUs     int    `json:"cpus"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// ServerMetrics summarises the inference server's own Prometheus metrics
+// scraped during one level and repeat (Run.ServerMetrics).
+type ServerMetrics struct {
+	// URL is the scraped /metrics URL, without credentials; Flavor the
+	// server kind recognised from the metric names ("vllm", "tgi",
+	// "sglang", or "" when none was).
+	URL     string `json:"url"`
+	Flavor  string `json:"flavor,omitempty"`
+	Samples int    `json:"samples"`
+	// Series maps a normalised name to its summary over the run. Names:
+	// "kv_cache_usage_ratio", "requests_running", "requests_waiting"
+	// (gauges: mean, max, last) and "preemptions" (a counter: Increase).
+	Series map[string]SeriesSummary `json:"series,omitempty"`
+	Error  string                   `json:"error,omitempty"`
+}
+
+// SeriesSummary is one server metric over a run.
+type SeriesSummary struct {
+	// Source is the server's own metric name it came from.
+	Source   string  `json:"source"`
+	Mean     float64 `json:"mean"`
+	Max      float64 `json:"max"`
+	Last     float64 `json:"last"`
+	Increase float64 `json:"increase,omitempty"`
+}
