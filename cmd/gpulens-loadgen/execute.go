@@ -46,6 +46,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 		}},
 		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, res.Document) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, res.Records) }},
+		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, res.Responses) }},
 	}
 	if err := checkOutputs(outputs); err != nil {
 		return usageError{err}

@@ -60,6 +60,11 @@ type loadFlags struct {
 
 	// status is the exit status of the last execute that returned nil.
 	status int
+
+	// workload: trace replay, multi-turn, server metrics (workloadflags.go).
+	workload *workloadFlags
+	// eval: per-run GPU side, manifest, saved responses (evalflags.go).
+	eval *evalFlags
 }
 
 func (f *loadFlags) exitStatus() int { return f.status }
@@ -99,13 +104,15 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("cost.gpu-hourly-usd", "Price of one GPU hour in USD.").Default("0").Float64Var(&f.gpuHourly)
 	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
 	cmd.Flag("cost.overhead-hours", "Billed hours that produced no results (setup, retries, idle), added to each run's cost.").Default("0").Float64Var(&f.overheadHours)
-	cmd.Flag("exporter.url", "URL of a gpulens exporter's /metrics: records GPU model, driver, MIG profile, peak VRAM and mean utilisation.").StringVar(&f.exporterURL)
+	cmd.Flag("exporter.url", "URL of a gpulens exporter's /metrics: records GPU model, driver, MIG profile and, for every run, peak VRAM, mean utilisation and power, energy, output tokens per joule and energy per request.").StringVar(&f.exporterURL)
 	cmd.Flag("output", "Write the JSON report to this file.").StringVar(&f.output)
 	cmd.Flag("save-requests", "Write one JSON line per measured request to this file.").StringVar(&f.saveRequests)
 	cmd.Flag("embed-requests", "Embed every measured request's raw record in the JSON report, as `merge` needs (on with --shard).").BoolVar(&f.embedRequests)
 	cmd.Flag("csv", "Write a CSV summary (one row per run) to this file.").StringVar(&f.csv)
 	cmd.Flag("linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).").Default("0s").DurationVar(&f.linger)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
+	f.workload = addWorkloadFlags(cmd)
+	f.eval = addEvalFlags(cmd)
 	return f
 }
 
@@ -236,5 +243,8 @@ func (f *loadFlags) options() (campaign.Options, error) {
 		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
 	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
 		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
-	return o, nil
+	if err := f.eval.apply(&o); err != nil {
+		return o, err
+	}
+	return o, f.workload.apply(&o, f.target)
 }

@@ -75,6 +75,8 @@ func runMain(args []string) int {
 		simCommand(app),
 		reportCommand(app),
 		mergeCommand(app),
+		costCommand(app),
+		compareCommand(app),
 	}
 
 	selected, err := app.Parse(args)

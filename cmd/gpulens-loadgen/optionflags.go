@@ -30,6 +30,23 @@ var loadFlagNames = map[option.Name]string{
 	"MaxTokens":      "--max-tokens",
 	"PromptNonce":    "--prompt-nonce",
 	"Prompts":        "--prompts",
+	// Per-run GPU side (evalflags.go).
+	"ExporterURL":      "--exporter.url",
+	"ExporterInterval": "--exporter.poll-interval",
+	"ExporterGPUs":     "--exporter.gpus",
+	// Manifest (evalflags.go).
+	"ServerInfoTimeout": "--server-info.timeout",
+	// Trace replay, multi-turn conversations, server metrics
+	// (workloadflags.go).
+	"Trace":                 "--trace",
+	"TraceFormat":           "--trace.format",
+	"TraceSpeedup":          "--trace.speedup",
+	"TraceMaxRequests":      "--trace.max-requests",
+	"Dataset":               "--dataset",
+	"Turns":                 "--turns",
+	"ThinkTime":             "--think-time",
+	"ServerMetricsURL":      "--server-metrics.url",
+	"ServerMetricsInterval": "--server-metrics.interval",
 }
 
 // simFlagNames are the options of sim (simserver.Config).
@@ -50,6 +67,9 @@ var simFlagNames = map[option.Name]string{
 	"ErrorRate":        "--sim.error-rate",
 	"DisconnectRate":   "--sim.disconnect-rate",
 	"StallRate":        "--sim.stall-rate",
+	// The prefix cache (loadgen/simserver/prefixcache.go).
+	"PrefixCacheTokens": "--sim.prefix-cache-tokens",
+	"PrefixBlockTokens": "--sim.prefix-block-tokens",
 }
 
 // flagged returns err with the options it names spelled as flags.

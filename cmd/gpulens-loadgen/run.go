@@ -25,8 +25,14 @@ func runCommand(app *kingpin.Application) command {
 			p.Mode, p.Levels = runner.Open, []float64{*rate}
 		case *concurrency > 0:
 			p.Mode, p.Levels = runner.Closed, []float64{float64(*concurrency)}
+		case f.workload.trace != "": // at the trace's own times (workloadflags.go)
+			level, err := f.workload.traceLevel()
+			if err != nil {
+				return usageError{err}
+			}
+			p.Mode, p.Levels = runner.Open, []float64{level}
 		default:
-			return usageError{fmt.Errorf("set --concurrency N (closed loop) or --rate R (open loop)")}
+			return usageError{fmt.Errorf("set --concurrency N (closed loop), --rate R (open loop) or --trace FILE (open loop at the trace's times)")}
 		}
 		return flagged(loadFlagNames, execute(ctx, logger, f, p))
 	}}

@@ -57,6 +57,8 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.disconnect-rate", "Probability that a response is cut off before its end.").Default("0").Float64Var(&c.DisconnectRate)
 	cmd.Flag("sim.stall-rate", "Probability that a request stalls once, before a random output token.").Default("0").Float64Var(&c.StallRate)
 	cmd.Flag("sim.stall-duration", "Duration of a stall.").Default(d.StallDuration.String()).DurationVar(&c.StallDuration)
+	cmd.Flag("sim.prefix-cache-tokens", "Prefix cache size in tokens: a prompt that starts like a recent one prefills only the rest (0: no prefix cache).").Default(fmt.Sprint(d.PrefixCacheTokens)).IntVar(&c.PrefixCacheTokens)
+	cmd.Flag("sim.prefix-block-tokens", "Block size of the prefix cache in tokens: prefixes are cached and matched in whole blocks.").Default(fmt.Sprint(d.PrefixBlockTokens)).IntVar(&c.PrefixBlockTokens)
 	g := &f.gpu
 	cmd.Flag("sim.gpu.exporter-url", "Tie the simulated GPU's speed to a GPU a gpulens exporter reports (its /metrics URL): every step takes 1 + the SM utilisation of the GPU's other processes times as long, so a neighbour joining shows as contention on the exporter and as latency here. Empty: alone on the GPU.").PlaceHolder("URL").StringVar(&g.ExporterURL)
 	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID.").Default("0").StringVar(&g.GPU)

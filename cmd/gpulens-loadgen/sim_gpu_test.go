@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
@@ -61,24 +59,6 @@ func TestSimGPUTieErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination read while the command runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // `gpulens-loadgen sim --sim.gpu.exporter-url` reads the exporter and
 // serves the slowdown it sets: 1 + the neighbour's 60 % on GPU 0.
 func TestSimTiedToExporter(t *testing.T) {
@@ -95,33 +75,23 @@ func TestSimTiedToExporter(t *testing.T) {
 		"--sim.gpu.exporter-url=" + exporter.URL + "/metrics", "--sim.gpu.pid=4242", "--sim.gpu.poll-interval=100ms"}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.run(ctx, slog.New(slog.NewTextHandler(logs, nil))) }()
+	sim := testenv.RunFunc(t, "gpulens-loadgen sim", func(ctx context.Context, w io.Writer) int {
+		if err := c.run(ctx, slog.New(slog.NewTextHandler(w, nil))); err != nil {
+			fmt.Fprintln(w, err)
+			return 1
+		}
+		return 0
+	})
+	sim.StopTimeout = time.Minute
 	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("sim: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("sim did not stop")
+		if err := sim.Stop(); err != nil {
+			t.Errorf("sim: %v", err)
 		}
 	}()
-	addrRe := regexp.MustCompile(`msg="simulated inference server listening" address=(\S+)`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := sim.MustAddress(ctx, t)
 	deadline := time.Now().Add(30 * time.Second)
-	var addr string
-	for addr == "" && time.Now().Before(deadline) {
-		if m := addrRe.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if addr == "" {
-		t.Fatalf("no address in the log: %s", logs.String())
-	}
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
@@ -135,5 +105,5 @@ func TestSimTiedToExporter(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("the simulator never served slowdown 1.6; log:\n%s", logs.String())
+	t.Errorf("the simulator never served slowdown 1.6; log:\n%s", sim.Log())
 }

@@ -7,7 +7,9 @@
 // target rate was not achieved, aggregates the repeats of each level, stops
 // a saturation search where goodput drops or failures pass the threshold,
 // and fills the metadata (run ID, nonce, target without credentials, GPU
-// facts from an exporter).
+// facts from an exporter, the manifest). With an exporter every run also
+// gets its own GPU side (peak VRAM, power, energy, tokens per joule); the
+// answers' text can be kept for scoring (evaluation.go).
 //
 // gpulens-loadgen's run and sweep map their flags to a Plan and Options,
 // serve the live metrics an Observer records, and write what Run returns.
@@ -26,6 +28,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -68,14 +71,39 @@ type Options struct {
 	// Scenario is a free-form name, recorded in the metadata.
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
-	// the GPU facts of the metadata.
-	ExporterURL string
+	// the GPU facts of the metadata and the GPU side of every run
+	// (Run.GPU): every ExporterInterval (gpuinfo.DefaultInterval when
+	// zero; at least 100 ms) and at each run's start and end.
+	// ExporterGPUs restricts the GPUs serving to these (indexes or UUIDs;
+	// empty: all the exporter reports).
+	ExporterURL      string
+	ExporterInterval time.Duration
+	ExporterGPUs     []string
+	// Labels are the user's key=value labels, recorded in the manifest
+	// (Metadata.Manifest) with the host and the settings hash.
+	Labels map[string]string
+	// ServerInfo asks the server, after the last run, what it is (vLLM,
+	// TGI, llama.cpp, Ollama, SGLang endpoints: loadgen/manifest), each
+	// question within ServerInfoTimeout (manifest.DefaultTimeout when
+	// zero); not when the campaign was interrupted.
+	ServerInfo        bool
+	ServerInfoTimeout time.Duration
+	// SaveResponses returns, in Result.Responses, what the server answered
+	// to every measured request (text, finish reason), for scoring apart
+	// from timing; ResponsePrompts keeps each prompt's text besides its
+	// hash. Without it the client decodes no text.
+	SaveResponses   bool
+	ResponsePrompts bool
 	// EmbedRequests embeds every run's records in the report
 	// (runs[].requests), as a merge needs; always on for a shard.
 	EmbedRequests bool
 	// KeepRecords returns every run's records, named, in Result.Records.
 	KeepRecords bool
 	Logger      *slog.Logger // nil: discard
+
+	// ServerMetrics, when set, scrapes the server's own /metrics during
+	// every run into Run.ServerMetrics (loadgen/servermetrics).
+	ServerMetrics *servermetrics.Config
 }
 
 // Observer watches a campaign live (live metrics, a progress line): every
@@ -95,6 +123,8 @@ type Result struct {
 	Records []report.Record
 	// Completed and Failed count the measured requests of every run.
 	Completed, Failed int
+	// Responses are every run's saved responses (Options.SaveResponses).
+	Responses []report.Response
 }
 
 // Campaign is a validated plan, ready to run.
@@ -105,6 +135,8 @@ type Campaign struct {
 	work   *workload.Workload
 	meta   report.Metadata
 	log    *slog.Logger
+	// poller reads the exporter while Run runs (nil: no exporter).
+	poller *gpuinfo.Poller
 }
 
 // New validates the plan and the options (an error names the option at
@@ -119,6 +151,9 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := o.Prices.Validate(); err != nil {
 		return nil, err
 	}
+	if err := validateEvaluation(&o); err != nil {
+		return nil, err
+	}
 	if o.Workload.MaxTokens < 0 {
 		return nil, option.Errorf("%s must not be negative, got %d", option.Name("MaxTokens"), o.Workload.MaxTokens)
 	}
@@ -131,6 +166,9 @@ func New(p Plan, o Options) (*Campaign, error) {
 		o.Workload.Nonce = report.RandomID()
 	case o.Prompts != report.PromptsReuse:
 		return nil, option.Errorf("%s %q: want %q or %q", option.Name("Prompts"), o.Prompts, report.PromptsDistinct, report.PromptsReuse)
+	}
+	if err := prepareWorkloads(&o, p.Mode); err != nil {
+		return nil, err
 	}
 	if o.Run.GracePeriod == 0 {
 		o.Run.GracePeriod = runner.DefaultGracePeriod
@@ -163,8 +201,12 @@ func New(p Plan, o Options) (*Campaign, error) {
 	c.meta = report.Metadata{Command: p.Command, Target: redactURL(o.Client.BaseURL), Endpoint: o.Client.Endpoint,
 		Model: o.Client.Model, Scenario: o.Scenario, Seed: o.Workload.Seed, PromptNonce: o.Workload.Nonce}
 	c.meta.Stamp()
+	c.meta.Manifest = c.newManifest()
 	if d := o.Workload.Dataset; d != nil {
 		c.meta.Dataset, c.meta.DatasetSHA256 = d.Name, d.SHA256
+	}
+	if t := o.Workload.Trace; t != nil {
+		c.meta.Dataset, c.meta.DatasetSHA256 = t.Name, t.SHA256
 	}
 	if o.Run.Shard.Count > 1 {
 		c.meta.Shards = []string{o.Run.Shard.String()}
@@ -188,7 +230,9 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 	if c.opt.ExporterURL != "" {
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()
-		poller = gpuinfo.NewPoller(c.opt.ExporterURL, 2*time.Second, c.log)
+		poller = c.newPoller()
+		c.poller = poller
+		defer func() { c.poller = nil }()
 		go poller.Run(pctx)
 	}
 	best := -1.0 // the best goodput of a saturation search so far
@@ -219,6 +263,7 @@ levels:
 	if poller != nil {
 		meta.GPU = poller.Info()
 	}
+	c.finishManifest(ctx, &meta, res.Document.Runs)
 	res.Document.Metadata = meta
 	if meta.Interrupted {
 		c.log.Warn("run interrupted: reports cover what was measured until then")
@@ -243,6 +288,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	if o.Client.ReadTimestamps {
 		settings.Timestamps = "read"
 	}
+	settings.Trace, settings.MultiTurn = c.workloadSettings(rc)
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}
@@ -273,11 +319,16 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		ro = obs
 		obs.RunStarted(name)
 	}
-	out, err := runner.Run(ctx, rc, c.client, work, ro)
+	scrape := c.startServerMetrics(ctx)
+	doer, responses := c.doer(work)
+	gpu := c.beginGPU(ctx, rc.Warmup)
+	out, err := runner.Run(ctx, rc, doer, work, ro)
 	if obs != nil {
 		obs.RunEnded(name)
 	}
 	if err != nil {
+		scrape.stop(time.Time{})
+		gpu.end(ctx, report.Summary{})
 		return report.Run{}, err
 	}
 	// The requests in flight when the run was interrupted are summarised
@@ -293,6 +344,9 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		}
 	}
 	run := report.Run{Name: name, Settings: settings, Summary: sum, Level: level, Repeat: rep}
+	run.GPU = gpu.end(ctx, sum)
+	res.Responses = append(res.Responses, responses.responses(name, level, rep, all)...)
+	run.ServerMetrics, run.Turns = scrape.stop(out.Start), stats.Turns(all)
 	if o.EmbedRequests || shards > 1 {
 		run.Requests = all
 	}
@@ -378,6 +432,7 @@ func CloseLevel(doc *report.Document, reps []report.Run) report.Run {
 		return reps[0]
 	}
 	agg := stats.Aggregate(reps)
+	aggregateGPU(&agg, reps)
 	doc.Runs = append(doc.Runs, agg)
 	return agg
 }

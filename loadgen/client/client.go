@@ -82,6 +82,41 @@ type Request struct {
 type attempt struct {
 	report.Record
 	sent, firstByte, firstToken, end time.Time
+	// text, when not nil, collects the answer's text (DoText).
+	text *textBuilder
+}
+
+// Text is what an answer said (DoText): the generated text (content, or
+// text for completions), the reasoning text streamed apart from it
+// (reasoning_content, reasoning) and the last finish reason sent. A
+// request that failed keeps what arrived before it failed.
+type Text struct {
+	Content, Reasoning, FinishReason string
+}
+
+type textBuilder struct {
+	content, reasoning strings.Builder
+	finish             string
+}
+
+// add appends what one decoded chunk carried.
+func (t *textBuilder) add(c *chunk) {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		for _, s := range [...]*string{ch.Delta.Content, ch.Text} {
+			if s != nil {
+				t.content.WriteString(*s)
+			}
+		}
+		for _, s := range [...]*string{ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
+			if s != nil {
+				t.reasoning.WriteString(*s)
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			t.finish = *ch.FinishReason
+		}
+	}
 }
 
 // Client sends requests. It is safe for concurrent use.
@@ -324,7 +359,21 @@ func appendJSONString(b []byte, s string) []byte {
 // keeps what arrived (chunk times and tokens) and ends when it was given
 // up.
 func (c *Client) Do(ctx context.Context, r Request, start, intended time.Time) report.Record {
-	a := c.do(ctx, r)
+	a := c.do(ctx, r, nil)
+	return c.record(a, start, intended)
+}
+
+// DoText is Do that also returns the answer's text and finish reason.
+// Each chunk is then decoded with encoding/json (Do's scanner only
+// counts the text's bytes): use it only when the text is wanted.
+func (c *Client) DoText(ctx context.Context, r Request, start, intended time.Time) (report.Record, Text) {
+	tb := &textBuilder{}
+	a := c.do(ctx, r, tb)
+	return c.record(a, start, intended), Text{Content: tb.content.String(), Reasoning: tb.reasoning.String(), FinishReason: tb.finish}
+}
+
+// record is the attempt's record, its times counted from start.
+func (c *Client) record(a attempt, start, intended time.Time) report.Record {
 	rel := func(t time.Time) time.Duration {
 		if t.IsZero() {
 			return 0
@@ -351,8 +400,8 @@ func (c *Client) scrub(s string) string {
 	return strings.ReplaceAll(s, c.cfg.APIKey, redacted)
 }
 
-func (c *Client) do(ctx context.Context, r Request) attempt {
-	res := attempt{Record: report.Record{Index: r.Index}}
+func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
+	res := attempt{Record: report.Record{Index: r.Index}, text: text}
 	var (
 		status int
 		ctype  string
@@ -509,7 +558,15 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 			res.Error = "error event: " + c.errorMessage(ev.Data)
 			return
 		}
-		p, err := parseChunk(ev.Data, &st.chunk)
+		var p parsed
+		if res.text == nil {
+			p, err = parseChunk(ev.Data, &st.chunk)
+		} else {
+			// The text is wanted: encoding/json decodes its escapes.
+			if p, err = parseChunkJSON(ev.Data, &st.chunk); err == nil {
+				res.text.add(&st.chunk)
+			}
+		}
 		if err != nil {
 			res.end = ev.At
 			res.ErrorClass, res.Error = report.ErrParse, err.Error()

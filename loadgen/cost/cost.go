@@ -1,5 +1,8 @@
 // Package cost turns a GPU's hourly price into the cost of a run, per
-// request and per token. See docs/cost.md.
+// request and per token (Compute), and sums an evaluation campaign — its
+// reports' wall time, setup, retries, storage and egress, rounded as the
+// provider bills — into its cost per completed sample (Sum). See
+// docs/cost.md.
 package cost
 
 import (

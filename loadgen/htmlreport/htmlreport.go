@@ -155,6 +155,7 @@ func build(doc *report.Document) view {
 		}
 		add("GPU exporter error", g.Error)
 	}
+	v.Meta = append(v.Meta, manifestRows(m.Manifest)...) // server, host, labels, settings hash (evaluation.go)
 	v.Warnings = m.Warnings
 	if len(doc.Runs) > 0 {
 		v.Settings = settingsRows(doc.Runs[0].Settings)
@@ -216,6 +217,7 @@ func settingsRows(s report.Settings) []kv {
 	add("Seed", strconv.FormatInt(s.Seed, 10))
 	add("Shard", s.Shard)
 	add("Prompts", s.Prompts)
+	out = append(out, workloadSettingsRows(s)...) // trace, turns (timeline.go)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))
@@ -440,5 +442,9 @@ func charts(doc *report.Document, labels []string) []chart {
 		ec.Caption = "Errors summed over the repeats of each level."
 	}
 	out = append(out, ec)
+	out = append(out, gpuCharts(doc)...) // peak VRAM, tokens/J, when an exporter was read (evaluation.go)
+	// The server's metrics over time and the TTFT by turn, when the report
+	// has them (timeline.go).
+	out = append(out, workloadCharts(doc, labels)...)
 	return out
 }

@@ -193,7 +193,11 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			}
 			for i := range r.Requests {
 				rec := &r.Requests[i]
-				if rec.Index < 0 || !owned[rec.Index%count] {
+				owner := rec.Index
+				if rec.Turn > 0 { // multi-turn: shards own whole conversations
+					owner = rec.Conversation
+				}
+				if owner < 0 || !owned[owner%count] {
 					return nil, fmt.Errorf("%s: run %q: request %d is not in shards %v", inp.Name, r.Name, rec.Index, cover)
 				}
 				p.records = append(p.records, *rec)
@@ -269,6 +273,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			meta.Warnings = append(meta.Warnings, warnPrefix+campaign.RateWarning(name, target, sum))
 		}
 		run := report.Run{Name: name, Settings: set, Summary: sum, Level: level, Repeat: k.repeat}
+		run.Turns = stats.Turns(p.records)
 		if opt.EmbedRequests {
 			run.Requests = p.records
 		}

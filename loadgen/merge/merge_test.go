@@ -232,3 +232,49 @@ func TestMergeSweepRepeats(t *testing.T) {
 		t.Errorf("runs = %s\nwant   %s", strings.Join(names, ","), want)
 	}
 }
+
+// TestMergeMultiTurnShards: a multi-turn worker owns whole conversations
+// (conversation c on shard c mod N), so a record's request index does not
+// say which shard sent it; merge checks the conversation instead, rejects a
+// conversation from the wrong shard, and recomputes the turn summary over
+// the union.
+func TestMergeMultiTurnShards(t *testing.T) {
+	ms := func(d float64) time.Duration { return time.Duration(d * float64(time.Millisecond)) }
+	run := func(shard string, recs []report.Record) *report.Document {
+		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m"}, Runs: []report.Run{{
+			Name: "concurrency=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Closed, Concurrency: 1, Shard: shard, Seed: 1},
+			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
+	}
+	// Two turns per conversation: conversation 0 (requests 0, 1) on shard
+	// 0/2, conversation 1 (requests 2, 3) on shard 1/2. Request 1 has an odd
+	// index but belongs to shard 0.
+	turn := func(idx, conv, turn int, ttftMS float64) report.Record {
+		return report.Record{Index: idx, Conversation: conv, Turn: turn, Intended: 0, Sent: 0,
+			FirstByte: ms(ttftMS), FirstToken: ms(ttftMS), End: ms(ttftMS + 10), OutputTokens: 2,
+			ChunkOffsets: []time.Duration{ms(ttftMS), ms(ttftMS + 10)}, ChunkTokens: []int32{1, 1}}
+	}
+	a := run("0/2", []report.Record{turn(0, 0, 1, 100), turn(1, 0, 2, 40)})
+	b := run("1/2", []report.Record{turn(2, 1, 1, 300), turn(3, 1, 2, 60)})
+	doc, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{})
+	if err != nil {
+		t.Fatalf("multi-turn shards: %v", err)
+	}
+	tu := doc.Runs[0].Turns
+	if tu == nil {
+		t.Fatal("merged run has no turn summary")
+	}
+	if tu.Conversations != 2 || tu.FirstTurnTTFT.Count != 2 || tu.LaterTurnsTTFT.Count != 2 {
+		t.Errorf("turns = %+v, want 2 conversations, 2 first and 2 later turns", tu)
+	}
+	if got := tu.FirstTurnTTFT.Mean; got < 0.1999 || got > 0.2001 {
+		t.Errorf("first-turn TTFT mean = %v s, want 0.2 (100 and 300 ms)", got)
+	}
+	if got := tu.LaterTurnsTTFT.Mean; got < 0.0499 || got > 0.0501 {
+		t.Errorf("later-turn TTFT mean = %v s, want 0.05 (40 and 60 ms)", got)
+	}
+	// Conversation 1 claimed by shard 0/2: rejected.
+	bad := run("0/2", []report.Record{turn(2, 1, 1, 300)})
+	if _, err := Merge([]Input{{"a.json", bad}}, Options{}); err == nil || !strings.Contains(err.Error(), "request 2 is not in shards [0/2]") {
+		t.Errorf("foreign conversation: err = %v", err)
+	}
+}

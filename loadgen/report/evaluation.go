@@ -1,5 +1,13 @@
 package report
 
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
 // The fields below are what an evaluation campaign records beyond latency
 // and throughput (docs/loadgen.md, "Evaluation campaigns"): the GPU side of
 // every level and repeat, what the server said it is, and the server's own
@@ -85,6 +93,7 @@ type HostFacts struct {
 	Arch     string `json:"arch"`
 	Kernel   string `json:"kernel,omitempty"`
 	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model,omitempty"`
 	Hostname string `json:"hostname,omitempty"`
 }
 
@@ -99,9 +108,13 @@ type ServerMetrics struct {
 	Samples int    `json:"samples"`
 	// Series maps a normalised name to its summary over the run. Names:
 	// "kv_cache_usage_ratio", "requests_running", "requests_waiting"
-	// (gauges: mean, max, last) and "preemptions" (a counter: Increase).
+	// (gauges: mean, max, last), "preemptions" (a counter: Increase) and
+	// "prefix_cache_hit_ratio" (the share of prompt tokens served from the
+	// prefix cache: Mean over the run, Max and Last per scrape interval).
 	Series map[string]SeriesSummary `json:"series,omitempty"`
 	Error  string                   `json:"error,omitempty"`
+	// Timeline holds every scrape, in order (the HTML report's timeline).
+	Timeline []ServerSample `json:"timeline,omitempty"`
 }
 
 // SeriesSummary is one server metric over a run.
@@ -112,4 +125,175 @@ type SeriesSummary struct {
 	Max      float64 `json:"max"`
 	Last     float64 `json:"last"`
 	Increase float64 `json:"increase,omitempty"`
+}
+
+// SetWork derives the per-work figures from what the run did:
+// OutputTokensPerJoule = outputTokens / EnergyJoules and
+// EnergyPerRequestJoules = EnergyJoules / completed, each zero when its
+// divisor is.
+func (g *RunGPU) SetWork(outputTokens int64, completed int) {
+	g.OutputTokensPerJoule, g.EnergyPerRequestJoules = 0, 0
+	if g.EnergyJoules > 0 {
+		g.OutputTokensPerJoule = float64(outputTokens) / g.EnergyJoules
+	}
+	if completed > 0 {
+		g.EnergyPerRequestJoules = g.EnergyJoules / float64(completed)
+	}
+}
+
+// GPU statistics keys of an aggregate run's Summary.Stats (across the
+// repeats that read an exporter), next to the summary's own.
+const (
+	StatGPUPeakMemoryUsedBytes    = "gpu.peak_memory_used_bytes"
+	StatGPUMeanUtilizationRatio   = "gpu.mean_utilization_ratio"
+	StatGPUMeanPowerWatts         = "gpu.mean_power_watts"
+	StatGPUEnergyJoules           = "gpu.energy_joules"
+	StatGPUOutputTokensPerJoule   = "gpu.output_tokens_per_joule"
+	StatGPUEnergyPerRequestJoules = "gpu.energy_per_request_joules"
+)
+
+// GPUScalars are the per-run GPU figures aggregated across repeats, keyed
+// as in Summary.Stats.
+var GPUScalars = []struct {
+	Name string
+	Get  func(*RunGPU) float64
+}{
+	{StatGPUPeakMemoryUsedBytes, func(g *RunGPU) float64 { return g.PeakMemoryUsedBytes }},
+	{StatGPUMeanUtilizationRatio, func(g *RunGPU) float64 { return g.MeanUtilizationRatio }},
+	{StatGPUMeanPowerWatts, func(g *RunGPU) float64 { return g.MeanPowerWatts }},
+	{StatGPUEnergyJoules, func(g *RunGPU) float64 { return g.EnergyJoules }},
+	{StatGPUOutputTokensPerJoule, func(g *RunGPU) float64 { return g.OutputTokensPerJoule }},
+	{StatGPUEnergyPerRequestJoules, func(g *RunGPU) float64 { return g.EnergyPerRequestJoules }},
+}
+
+// AggregateGPU combines the GPU side of the repeats of one level, as
+// loadgen/stats.Aggregate combines their summaries: peaks are the largest
+// of the repeats', energy and samples are summed, the means and the
+// per-work figures (tokens per joule, energy per request) are the mean of
+// the repeats'. Repeats without a GPU side are left out; nil when none has
+// one. Per GPU (matched by GPU index and UUID, in the first repeat's
+// order) the same rules apply. Error is the first repeat's error, named.
+func AggregateGPU(reps []Run) *RunGPU {
+	var gs []*RunGPU
+	var errs []string
+	for i := range reps {
+		if g := reps[i].GPU; g != nil {
+			gs = append(gs, g)
+			if g.Error != "" {
+				errs = append(errs, reps[i].Name+": "+g.Error)
+			}
+		}
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	n := float64(len(gs))
+	agg := &RunGPU{}
+	type key struct{ gpu, uuid string }
+	at := map[key]int{}
+	count := map[key]int{}
+	for _, g := range gs {
+		agg.PeakMemoryUsedBytes = max(agg.PeakMemoryUsedBytes, g.PeakMemoryUsedBytes)
+		agg.MeanUtilizationRatio += g.MeanUtilizationRatio / n
+		agg.MeanPowerWatts += g.MeanPowerWatts / n
+		agg.EnergyJoules += g.EnergyJoules
+		agg.EnergyFromPower = agg.EnergyFromPower || g.EnergyFromPower
+		agg.OutputTokensPerJoule += g.OutputTokensPerJoule / n
+		agg.EnergyPerRequestJoules += g.EnergyPerRequestJoules / n
+		agg.Samples += g.Samples
+		for _, d := range g.GPUs {
+			k := key{d.GPU, d.UUID}
+			i, ok := at[k]
+			if !ok {
+				i = len(agg.GPUs)
+				at[k] = i
+				agg.GPUs = append(agg.GPUs, RunGPUDevice{GPU: d.GPU, UUID: d.UUID, Name: d.Name})
+			}
+			a := &agg.GPUs[i]
+			a.PeakMemoryUsedBytes = max(a.PeakMemoryUsedBytes, d.PeakMemoryUsedBytes)
+			a.MeanUtilizationRatio += d.MeanUtilizationRatio
+			a.MeanPowerWatts += d.MeanPowerWatts
+			a.EnergyJoules += d.EnergyJoules
+			count[k]++
+		}
+	}
+	for i := range agg.GPUs {
+		a := &agg.GPUs[i]
+		c := float64(count[key{a.GPU, a.UUID}])
+		a.MeanUtilizationRatio /= c
+		a.MeanPowerWatts /= c
+	}
+	if len(errs) > 0 {
+		agg.Error = errs[0]
+	}
+	return agg
+}
+
+// Response is one line of the saved-responses file: what the server
+// answered to one measured request, for an evaluation harness to score
+// apart from the timing (docs/loadgen.md, "Saved responses"). Nothing here
+// is scored.
+type Response struct {
+	// Run, Level and Repeat name the run, as in the per-request file.
+	Run    string  `json:"run"`
+	Level  float64 `json:"level"`
+	Repeat int     `json:"repeat"`
+	// Index is the request index in the seeded schedule.
+	Index int `json:"index"`
+	// DatasetRow is where the prompt is in the dataset file: its line
+	// (JSONL) or its position in the array (ShareGPT), counted from 1; 0
+	// (absent) for synthetic prompts. ID and Reference are the dataset
+	// row's "id" and "reference" (or "expected") fields, copied through.
+	DatasetRow int             `json:"dataset_row,omitempty"`
+	ID         string          `json:"id,omitempty"`
+	Reference  json.RawMessage `json:"reference,omitempty"`
+	// PromptSHA256 is the hex SHA-256 of the prompt exactly as sent (with
+	// its leading tag when prompts are distinct); Prompt is its text, when
+	// asked for.
+	PromptSHA256 string `json:"prompt_sha256"`
+	Prompt       string `json:"prompt,omitempty"`
+	// Response is the generated text (content, or text for completions);
+	// Reasoning the reasoning text a server streamed apart from it
+	// (reasoning_content, reasoning).
+	Response     string `json:"response"`
+	Reasoning    string `json:"reasoning,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	PromptTokens int    `json:"prompt_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	// TokensEstimated: the server sent no usage (Record.TokensEstimated).
+	TokensEstimated bool `json:"tokens_estimated,omitempty"`
+	// ErrorClass is empty for a request that completed (Record.ErrorClass):
+	// a failed request's response is what arrived before it failed.
+	ErrorClass string `json:"error_class,omitempty"`
+}
+
+// WriteResponses writes one response per line as JSON, HTML characters
+// unescaped.
+func WriteResponses(w io.Writer, rs []Response) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for i := range rs {
+		if err := enc.Encode(&rs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadResponses reads what WriteResponses wrote.
+func ReadResponses(r io.Reader) ([]Response, error) {
+	var rs []Response
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 256<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var x Response
+		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
+			return rs, fmt.Errorf("response on line %d: %w", line, err)
+		}
+		rs = append(rs, x)
+	}
+	return rs, sc.Err()
 }

@@ -43,6 +43,11 @@ type Record struct {
 	Error string `json:"error,omitempty"`
 	// Model is the model the server said it used.
 	Model string `json:"model,omitempty"`
+	// Conversation and Turn place a request of a multi-turn run
+	// (loadgen/runner, Config.Turns): Turn counts from 1 (0: not part of
+	// a conversation), Conversation from 0.
+	Conversation int `json:"conversation,omitempty"`
+	Turn         int `json:"turn,omitempty"`
 
 	PromptTokens    int  `json:"prompt_tokens"`
 	OutputTokens    int  `json:"output_tokens"`

@@ -167,6 +167,9 @@ type Run struct {
 	// ServerMetrics summarises the server's own /metrics during the run,
 	// when they were scraped.
 	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
+	// Turns splits the latencies of a multi-turn run by turn; see
+	// TurnSummary.
+	Turns *TurnSummary `json:"turns,omitempty"`
 }
 
 // Settings are every knob that shaped a run.
@@ -204,6 +207,11 @@ type Settings struct {
 	// Prompts is PromptsDistinct or PromptsReuse (empty in reports written
 	// before the choice existed, whose prompts were reused).
 	Prompts string `json:"prompts,omitempty"`
+	// Trace and MultiTurn describe a trace replay or multi-turn
+	// conversations (workloads.go); zero (and absent from the JSON) for the
+	// other workloads. Values, not pointers: settings compare with ==.
+	Trace     TraceSettings     `json:"trace,omitzero"`
+	MultiTurn MultiTurnSettings `json:"multi_turn,omitzero"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`

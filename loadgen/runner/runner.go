@@ -69,6 +69,11 @@ type Config struct {
 	RampUp time.Duration
 	Shard  schedule.Shard
 	Now    func() time.Time
+	// Turns > 1 runs multi-turn conversations (conversation.go): request
+	// k is turn k mod Turns of conversation k / Turns, sent ThinkTime
+	// after the previous turn's answer ended.
+	Turns     int
+	ThinkTime time.Duration
 }
 
 // Validate checks the configuration.
@@ -96,6 +101,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GracePeriod < 0 {
 		return option.Errorf("%s must not be negative, got %v", option.Name("GracePeriod"), c.GracePeriod)
+	}
+	if c.Turns < 0 || c.ThinkTime < 0 {
+		return option.Errorf("%s and %s must not be negative, got %d and %v", option.Name("Turns"), option.Name("ThinkTime"), c.Turns, c.ThinkTime)
 	}
 	if c.Shard.Count == 0 {
 		c.Shard = schedule.Shard{Index: 0, Count: 1}
@@ -210,7 +218,9 @@ func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observe
 		})
 		defer t.Stop()
 	}
-	if cfg.Mode == Closed {
+	if cfg.Turns > 1 {
+		runConversations(ctx, reqCtx, cfg, doer, reqs, col, now, start)
+	} else if cfg.Mode == Closed {
 		runClosed(ctx, reqCtx, cfg, doer, reqs, col, now, start)
 	} else {
 		runOpen(ctx, reqCtx, cfg, doer, reqs, col, now, start)

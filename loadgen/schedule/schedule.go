@@ -1,7 +1,8 @@
 // Package schedule computes the seeded open-loop arrival schedule: absolute
 // send offsets for request indexes 0, 1, 2, … . Worker i of N (a shard)
 // takes every index k with k mod N = i from the one schedule, so the shards
-// together send exactly the single-process schedule.
+// together send exactly the single-process schedule. A trace replay
+// (Arrival Trace) takes its offsets from the trace instead.
 package schedule
 
 import (
@@ -20,6 +21,9 @@ const (
 	Constant = "constant"
 	Poisson  = "poisson"
 	Gamma    = "gamma"
+	// Trace sends at a trace's own arrival offsets (Config.Offsets),
+	// stretched or compressed to the mean rate Config.Rate.
+	Trace = "trace"
 )
 
 // Config describes the arrival process.
@@ -32,6 +36,11 @@ type Config struct {
 	// RampUp raises the rate linearly from 0 to Rate over this time.
 	RampUp time.Duration
 	Seed   int64
+	// Offsets are a trace's arrival offsets, in order (Arrival Trace).
+	// Generate scales them by MeanRate(Offsets) / Rate, so that a Rate
+	// equal to the trace's own mean rate replays it as recorded; Seed,
+	// Burstiness and RampUp are not used.
+	Offsets []time.Duration
 }
 
 // Validate checks the configuration.
@@ -45,6 +54,15 @@ func (c Config) Validate() error {
 		if !(c.Burstiness > 0) {
 			return option.Errorf("%s must be positive for gamma arrivals, got %v", option.Name("Burstiness"), c.Burstiness)
 		}
+	case Trace:
+		if len(c.Offsets) == 0 {
+			return option.Errorf("%s %q needs a trace's arrival offsets (%s)", option.Name("Arrival"), c.Arrival, option.Name("Offsets"))
+		}
+		for i, o := range c.Offsets {
+			if o < 0 || i > 0 && o < c.Offsets[i-1] {
+				return option.Errorf("%s: offset %d (%v) is negative or before the previous one", option.Name("Offsets"), i, o)
+			}
+		}
 	default:
 		return option.Errorf("%s %q: must be constant, poisson or gamma", option.Name("Arrival"), c.Arrival)
 	}
@@ -57,6 +75,9 @@ func (c Config) Validate() error {
 // Generate returns offsets for requests 0..n-1, stopping early at the
 // first offset past until (when until > 0). It needs n > 0 or until > 0.
 func Generate(c Config, n int, until time.Duration) []time.Duration {
+	if c.Arrival == Trace {
+		return replay(c, n, until)
+	}
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x5ced))
 	var out []time.Duration
 	if n > 0 {
@@ -85,6 +106,41 @@ func Generate(c Config, n int, until time.Duration) []time.Duration {
 		out = append(out, d)
 	}
 	return out
+}
+
+// replay returns the trace's offsets scaled to the rate, at most n of them
+// (n > 0) and those before until (until > 0).
+func replay(c Config, n int, until time.Duration) []time.Duration {
+	factor := 1.0
+	if r := MeanRate(c.Offsets); r > 0 && c.Rate > 0 && math.Abs(r/c.Rate-1) > 1e-9 {
+		factor = r / c.Rate
+	}
+	out := make([]time.Duration, 0, len(c.Offsets))
+	for k, o := range c.Offsets {
+		if n > 0 && k >= n {
+			break
+		}
+		d := o
+		if factor != 1 {
+			d = time.Duration(math.Round(float64(o) * factor))
+		}
+		if until > 0 && d >= until {
+			break
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// MeanRate is the mean rate of arrival offsets in requests per second,
+// (n − 1) / (last − first) as a run's achieved rate is measured; 0 for
+// fewer than two offsets or when they are all equal.
+func MeanRate(offsets []time.Duration) float64 {
+	n := len(offsets)
+	if n < 2 || offsets[n-1] <= offsets[0] {
+		return 0
+	}
+	return float64(n-1) / (offsets[n-1] - offsets[0]).Seconds()
 }
 
 // warp maps cumulative expected arrivals e to time for a rate that ramps

@@ -97,3 +97,55 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestTraceReplay(t *testing.T) {
+	ms := time.Millisecond
+	offs := []time.Duration{0, 0, 250 * ms, 1000 * ms} // mean rate 3/s
+	if r := MeanRate(offs); r != 3 {
+		t.Fatalf("MeanRate = %v, want 3", r)
+	}
+	for _, tc := range []struct {
+		name     string
+		rate     float64
+		n        int
+		until    time.Duration
+		want     []time.Duration
+		wantRate float64
+	}{
+		{"as recorded", 3, 0, 0, offs, 3},
+		{"twice the rate", 6, 0, 0, []time.Duration{0, 0, 125 * ms, 500 * ms}, 6},
+		{"a third of the rate", 1, 0, 0, []time.Duration{0, 0, 750 * ms, 3000 * ms}, 1},
+		{"first three", 3, 3, 0, offs[:3], 0},
+		{"before 1 s", 3, 0, time.Second, offs[:3], 0},
+		{"n and until", 6, 3, 200 * ms, []time.Duration{0, 0, 125 * ms}, 0},
+		{"until cuts first", 6, 4, 100 * ms, offs[:2], 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Arrival: Trace, Rate: tc.rate, Offsets: offs, Seed: 7, RampUp: time.Hour}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := Generate(c, tc.n, tc.until)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if tc.wantRate > 0 && math.Abs(MeanRate(got)-tc.wantRate) > 1e-9 {
+				t.Errorf("mean rate %v, want %v", MeanRate(got), tc.wantRate)
+			}
+		})
+	}
+	for _, c := range []struct {
+		offs []time.Duration
+		rate float64
+	}{{[]time.Duration{0, 0}, 2}, {[]time.Duration{5 * ms}, 1}} {
+		// All at once (or one request): no rate to scale to; as recorded.
+		if got := Generate(Config{Arrival: Trace, Rate: c.rate, Offsets: c.offs}, 0, 0); !slices.Equal(got, c.offs) || MeanRate(c.offs) != 0 {
+			t.Errorf("%v at %v/s: got %v", c.offs, c.rate, got)
+		}
+	}
+	for _, bad := range [][]time.Duration{nil, {0, -ms}, {2 * ms, ms}} {
+		if err := (Config{Arrival: Trace, Rate: 1, Offsets: bad}).Validate(); err == nil {
+			t.Errorf("offsets %v accepted", bad)
+		}
+	}
+}

@@ -47,6 +47,12 @@ type Config struct {
 	// MaxQueue is the most requests waiting for admission; beyond it new
 	// requests get HTTP 429 (0: unlimited).
 	MaxQueue int
+	// PrefixCacheTokens is the size of the prefix cache in tokens: prompts
+	// that start like a recent one prefill only the rest (prefixcache.go).
+	// 0: no prefix cache. PrefixBlockTokens is its block size (0:
+	// DefaultPrefixBlockTokens).
+	PrefixCacheTokens int
+	PrefixBlockTokens int
 	// Jitter scales every simulated delay by a seeded factor drawn
 	// uniformly from [1−Jitter, 1+Jitter]. 0 ≤ Jitter < 1.
 	Jitter float64
@@ -89,7 +95,7 @@ type Config struct {
 
 // DefaultConfig returns defaults shaped like an 8B model on one H100.
 func DefaultConfig() Config {
-	return Config{
+	c := Config{
 		Model:            DefaultModel,
 		Seed:             1,
 		PrefillPerToken:  100 * time.Microsecond,
@@ -104,6 +110,8 @@ func DefaultConfig() Config {
 		RoleChunk:        true,
 		StallDuration:    time.Second,
 	}
+	c.PrefixCacheTokens, c.PrefixBlockTokens = 200_000, DefaultPrefixBlockTokens // vLLM caches prefixes by default
+	return c
 }
 
 // Fixed reports whether the config selects fixed mode.
@@ -123,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TokensPerChunk == 0 {
 		c.TokensPerChunk = 1
+	}
+	if c.PrefixBlockTokens == 0 {
+		c.PrefixBlockTokens = DefaultPrefixBlockTokens
 	}
 	var errs []error
 	nonNeg := func(name option.Name, d time.Duration) {
@@ -144,6 +155,8 @@ func (c *Config) Validate() error {
 	count("MaxBatch", c.MaxBatch)
 	count("KVCapacityTokens", c.KVCapacityTokens)
 	count("MaxQueue", c.MaxQueue)
+	count("PrefixCacheTokens", c.PrefixCacheTokens)
+	count("PrefixBlockTokens", c.PrefixBlockTokens)
 	atLeast1 := func(name option.Name, v int) {
 		if v < 1 {
 			errs = append(errs, option.Errorf("%s must be at least 1, got %d", name, v))

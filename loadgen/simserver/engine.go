@@ -24,6 +24,8 @@ type request struct {
 	stallAt      int // stall before producing token stallAt (0-based); -1: never
 	disconnectAt int // abort the stream once this many tokens were written; -1: never
 	rng          *rand.Rand
+	// blocks are the hashes of the prompt's full blocks (prefix cache).
+	blocks []uint64
 
 	// gone is set by the handler when its client went away (or it aborted
 	// on purpose); the scheduler then drops the request.
@@ -39,6 +41,7 @@ type request struct {
 	stallUntil time.Time
 	inStep     bool
 	lastToken  time.Time
+	cached     int // prompt tokens served by the prefix cache
 
 	mu       sync.Mutex
 	times    []int64 // unix nanoseconds at which each token was produced
@@ -116,6 +119,7 @@ type engine struct {
 	running []*request
 	heap    dueHeap
 	kvUsed  int
+	prefix  *prefixCache // nil: no prefix cache
 
 	inStep  bool
 	stepEnd time.Time
@@ -141,13 +145,17 @@ func (e *engine) stretch(d time.Duration) time.Duration {
 }
 
 func newEngine(cfg *Config, m *metrics, queued *atomic.Int64) *engine {
-	return &engine{
+	e := &engine{
 		cfg:     cfg,
 		fixed:   cfg.Fixed(),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, math.MaxUint64)),
 		metrics: m,
 		queued:  queued,
 	}
+	if cfg.PrefixCacheTokens > 0 {
+		e.prefix = newPrefixCache(cfg.PrefixCacheTokens / cfg.PrefixBlockTokens)
+	}
+	return e
 }
 
 func (e *engine) enqueue(r *request) { e.waiting = append(e.waiting, r) }
@@ -170,6 +178,7 @@ func (e *engine) admit(now time.Time) int {
 		}
 		e.popWaiting()
 		e.kvUsed += r.kv
+		r.cached = e.cachedTokens(r)
 		r.runIndex = len(e.running)
 		e.running = append(e.running, r)
 		n++
@@ -283,7 +292,7 @@ func (e *engine) advanceBatching(now time.Time) {
 		r.inStep = true
 		batch++
 		if r.produced == 0 {
-			prefill += r.promptTokens
+			prefill += r.promptTokens - r.cached
 		}
 	}
 	if batch == 0 {

@@ -38,6 +38,9 @@ type metrics struct {
 	gpuCache, kvCache    prometheus.Gauge
 	faults               *prometheus.CounterVec
 
+	// The prefix cache (prefixcache.go) and preemptions.
+	prefixQueries, prefixHits, preemptions prometheus.Counter
+
 	// The GPU tie (GPUTie): the slowdown and what it comes from.
 	slowdown       prometheus.Gauge
 	neighbourUtil  prometheus.Gauge
@@ -84,6 +87,8 @@ func newMetrics(model string) *metrics {
 	for _, f := range []string{faultError, faultQueueFull, faultDisconnect, faultStall} {
 		m.faults.WithLabelValues(f)
 	}
+	m.prefixQueries, m.prefixHits, m.preemptions = prefixMetrics(labels)
+	m.reg.MustRegister(m.prefixQueries, m.prefixHits, m.preemptions)
 	m.reg.MustRegister(ttft, itl, tpot, e2e, m.promptTokens, m.generationTokens, m.success,
 		m.running, m.waiting, m.gpuCache, m.kvCache, m.faults,
 		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess)

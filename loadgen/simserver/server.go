@@ -81,6 +81,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.serveIdentity(mux) // GET /version, /info, /props, /api/version, /api/tags, /get_server_info; POST /api/show
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
 	s.mux = mux
 	return s, nil
@@ -262,6 +263,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 		rng:          rand.New(rand.NewPCG(s.cfg.Seed, seq)),
 		notify:       make(chan struct{}, 1),
 	}
+	r.blocks = s.promptBlocks(&req, chat)
 	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()

@@ -68,6 +68,7 @@ func WriteTable(w io.Writer, d *report.Document) {
 			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
 	}
 	tw.Flush()
+	writeEvaluation(w, d) // GPU side per run, manifest (evaluation.go)
 	for _, wmsg := range d.Metadata.Warnings {
 		fmt.Fprintln(w, "WARNING:", wmsg)
 	}

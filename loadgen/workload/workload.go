@@ -113,6 +113,14 @@ func (l Length) Sample(rng *rand.Rand) int {
 type Entry struct {
 	Prompt       string
 	OutputTokens int // 0: use the output length distribution
+	// Row is where the prompt is in the file, counted from 1: its line
+	// (JSONL) or its position in the array (ShareGPT). ID is the row's
+	// "id" (a number as written) and Reference its "reference" (else
+	// "expected") field as raw JSON: copied to saved responses, never
+	// scored.
+	Row       int
+	ID        string
+	Reference json.RawMessage
 }
 
 // Dataset is a loaded prompt file.
@@ -156,10 +164,13 @@ func parseJSONL(b []byte, path string) ([]Entry, error) {
 			continue
 		}
 		var rec struct {
-			Prompt       *string `json:"prompt"`
-			Text         *string `json:"text"`
-			OutputTokens int     `json:"output_tokens"`
-			MaxTokens    int     `json:"max_tokens"`
+			Prompt       *string         `json:"prompt"`
+			Text         *string         `json:"text"`
+			OutputTokens int             `json:"output_tokens"`
+			MaxTokens    int             `json:"max_tokens"`
+			ID           json.RawMessage `json:"id"`
+			Reference    json.RawMessage `json:"reference"`
+			Expected     json.RawMessage `json:"expected"`
 		}
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return nil, fmt.Errorf("dataset %s: line %d: %w", path, line, err)
@@ -171,7 +182,11 @@ func parseJSONL(b []byte, path string) ([]Entry, error) {
 		if p == nil {
 			return nil, fmt.Errorf("dataset %s: line %d: no \"prompt\" or \"text\" field", path, line)
 		}
-		out = append(out, Entry{Prompt: *p, OutputTokens: max(rec.OutputTokens, rec.MaxTokens)})
+		e := Entry{Prompt: *p, OutputTokens: max(rec.OutputTokens, rec.MaxTokens), Row: line}
+		if err := e.setPassThrough(rec.ID, rec.Reference, rec.Expected); err != nil {
+			return nil, fmt.Errorf("dataset %s: line %d: %w", path, line, err)
+		}
+		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", path, err)
@@ -181,6 +196,9 @@ func parseJSONL(b []byte, path string) ([]Entry, error) {
 
 func parseShareGPT(b []byte, path string) ([]Entry, error) {
 	var convs []struct {
+		ID            json.RawMessage `json:"id"`
+		Reference     json.RawMessage `json:"reference"`
+		Expected      json.RawMessage `json:"expected"`
 		Conversations []struct {
 			From  string `json:"from"`
 			Value string `json:"value"`
@@ -190,14 +208,17 @@ func parseShareGPT(b []byte, path string) ([]Entry, error) {
 		return nil, fmt.Errorf("dataset %s: ShareGPT JSON: %w", path, err)
 	}
 	var out []Entry
-	for _, c := range convs {
+	for n, c := range convs {
 		// First human turn is the prompt; the following gpt turn sets the
 		// output length. Conversations without a human turn are skipped.
 		for i, turn := range c.Conversations {
 			if turn.From != "human" && turn.From != "user" {
 				continue
 			}
-			e := Entry{Prompt: turn.Value}
+			e := Entry{Prompt: turn.Value, Row: n + 1}
+			if err := e.setPassThrough(c.ID, c.Reference, c.Expected); err != nil {
+				return nil, fmt.Errorf("dataset %s: conversation %d: %w", path, n+1, err)
+			}
 			if i+1 < len(c.Conversations) {
 				e.OutputTokens = len(strings.Fields(c.Conversations[i+1].Value))
 			}
@@ -206,6 +227,33 @@ func parseShareGPT(b []byte, path string) ([]Entry, error) {
 		}
 	}
 	return out, nil
+}
+
+// setPassThrough sets the entry's ID (a JSON string or number; null or
+// absent: none) and Reference (reference, else expected; null: none).
+func (e *Entry) setPassThrough(id, reference, expected json.RawMessage) error {
+	if id = bytes.TrimSpace(id); len(id) > 0 && string(id) != "null" {
+		var s string
+		switch {
+		case json.Unmarshal(id, &s) == nil:
+			e.ID = s
+		case id[0] == '-' || id[0] >= '0' && id[0] <= '9':
+			e.ID = string(id)
+		default:
+			return fmt.Errorf(`"id" must be a string or a number, got %s`, id)
+		}
+	}
+	for _, r := range []json.RawMessage{reference, expected} {
+		if r = bytes.TrimSpace(r); len(r) > 0 && string(r) != "null" {
+			var c bytes.Buffer
+			if err := json.Compact(&c, r); err != nil {
+				return err
+			}
+			e.Reference = c.Bytes()
+			break
+		}
+	}
+	return nil
 }
 
 // Config describes a workload.
@@ -225,6 +273,11 @@ type Config struct {
 	// depend only on the seed and the request index.
 	Nonce   string
 	Variant string
+	// Trace replays a trace's lengths (trace.go); Turns > 1 makes
+	// multi-turn conversations of Turns turns (conversation.go). At most
+	// one of Dataset, Trace and Turns > 1 is set (Validate).
+	Trace *Trace
+	Turns int
 }
 
 // maxNonce is the longest nonce accepted.
@@ -262,6 +315,16 @@ func New(cfg Config) *Workload {
 	return w
 }
 
+// Entry returns the dataset entry request i sends, or false without a
+// dataset.
+func (w *Workload) Entry(i int) (Entry, bool) {
+	d := w.cfg.Dataset
+	if d == nil || len(w.perm) == 0 {
+		return Entry{}, false
+	}
+	return d.Entries[w.perm[i%len(w.perm)]], true
+}
+
 // WithVariant returns the workload with Config.Variant set to v: the same
 // lengths and words, a different tag.
 func (w *Workload) WithVariant(v string) *Workload {
@@ -291,6 +354,12 @@ system number during state found group music based area series second high calle
 // by the tag: "TAG-i") then words drawn with the seed and i, one word per
 // estimated token; a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
+	switch {
+	case w.cfg.Trace != nil:
+		return w.traceRequest(i)
+	case w.cfg.Turns > 1:
+		return w.turnRequest(i)
+	}
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string
 	var in, out int

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/option"
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// costFlagNames spell the options of loadgen/cost.Campaign as the cost
+// command's flags.
+var costFlagNames = map[option.Name]string{
+	"GPUHourlyUSD":     "--gpu-hourly-usd",
+	"GPUs":             "--gpus",
+	"SetupHours":       "--setup-hours",
+	"RetryHours":       "--retry-hours",
+	"StorageUSD":       "--storage-usd",
+	"EgressUSD":        "--egress-usd",
+	"BillingIncrement": "--billing-increment",
+	"MinimumCharge":    "--minimum-charge",
+}
+
+// costCommand is `gpulens-loadgen cost REPORT.json [REPORT.json …]`.
+func costCommand(app *kingpin.Application) command {
+	cmd := app.Command("cost", "Total spend of an evaluation campaign: the instance time of every report (failed and repeated runs included), setup, retries, storage and egress, billed as the provider rounds it; per completed sample and per 1,000.")
+	inputs := cmd.Arg("reports", "JSON reports of run, sweep or merge, all billed at one GPU price.").Required().Strings()
+	var c cost.Campaign
+	cmd.Flag("gpu-hourly-usd", "GPU price per hour (default: the reports' settings.cost.gpu_hourly_usd, which must agree).").PlaceHolder("USD").Float64Var(&c.GPUHourlyUSD)
+	cmd.Flag("gpus", "GPUs billed (default: the reports' settings.cost.gpus).").PlaceHolder("N").IntVar(&c.GPUs)
+	cmd.Flag("setup-hours", "Billed hours that produced no report: provisioning, model download, warm-up.").Default("0").Float64Var(&c.SetupHours)
+	cmd.Flag("retry-hours", "Billed hours of runs thrown away and not passed as reports.").Default("0").Float64Var(&c.RetryHours)
+	cmd.Flag("storage-usd", "Storage billed for the campaign (volumes, snapshots), in dollars.").Default("0").Float64Var(&c.StorageUSD)
+	cmd.Flag("egress-usd", "Data transfer billed for the campaign (dataset, weights, results), in dollars.").Default("0").Float64Var(&c.EgressUSD)
+	cmd.Flag("billing-increment", "Unit of billed instance time: the total is rounded up to whole increments (1s, 1m, 1h; 0s: the exact time).").Default("1s").DurationVar(&c.BillingIncrement)
+	cmd.Flag("minimum-charge", "Least instance time billed (e.g. 1m, 1h; 0s: none).").Default("0s").DurationVar(&c.MinimumCharge)
+	format := cmd.Flag("format", "Output: text or json.").Default("text").Enum("text", "json")
+	return command{clause: cmd, run: func(_ context.Context, _ *slog.Logger) error {
+		return campaignCost(*inputs, c, *format, os.Stdout)
+	}}
+}
+
+// campaignCost reads the reports, sums the campaign and writes the bill
+// to w as text or JSON.
+func campaignCost(paths []string, c cost.Campaign, format string, w io.Writer) error {
+	if err := c.Validate(); err != nil {
+		return usageError{flagged(costFlagNames, err)}
+	}
+	inputs, err := readReports(paths)
+	if err != nil {
+		return err
+	}
+	cc, err := cost.Sum(c, inputs)
+	if err != nil {
+		return usageError{flagged(costFlagNames, err)}
+	}
+	if format == "json" {
+		b, err := json.MarshalIndent(cc, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	return cc.WriteText(w)
+}
+
+// readReports reads every report named; an unreadable one is a usage
+// error naming its file.
+func readReports(paths []string) ([]cost.Input, error) {
+	var out []cost.Input
+	for _, p := range paths {
+		d, err := report.Read(p)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %w", p, err)}
+		}
+		out = append(out, cost.Input{Name: p, Doc: d})
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+// writeCostReport writes a report that ran for hours with the completed
+// requests of each run, priced at price per GPU-hour.
+func writeCostReport(t *testing.T, dir, name, id string, hours, price float64, completed ...int) string {
+	t.Helper()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := &report.Document{Metadata: report.Metadata{RunID: id, Command: "sweep", Started: start, Finished: start.Add(time.Duration(hours * float64(time.Hour)))}}
+	for i, n := range completed {
+		d.Runs = append(d.Runs, report.Run{Name: "c=1", Level: float64(i + 1),
+			Settings: report.Settings{Mode: "closed", Cost: report.CostSettings{GPUHourlyUSD: price, GPUs: 1}},
+			Summary:  report.Summary{RequestsCompleted: n, RequestsFailed: 1, DurationSeconds: 60}})
+	}
+	p := filepath.Join(dir, name)
+	if err := d.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCampaignCostCommand(t *testing.T) {
+	dir := t.TempDir()
+	// The worked example: $0.60/h, 12,000 samples in 4 h (two reports of
+	// 2 h) → $2.40, $0.20 per 1,000; +2 h of setup and retries → $3.60,
+	// $0.30 per 1,000.
+	a := writeCostReport(t, dir, "a.json", "a", 2, 0.60, 4000, 2000)
+	b := writeCostReport(t, dir, "b.json", "b", 2, 0.60, 6000)
+	for _, tc := range []struct {
+		name   string
+		c      cost.Campaign
+		format string
+		want   []string
+	}{
+		{"text, runs only", cost.Campaign{BillingIncrement: time.Second}, "text",
+			[]string{"billed GPU time         4.0000 h  $2.40", "cost per 1,000 samples  $0.20", "samples completed       12000", "failed requests (billed, not samples): 3"}},
+		{"text, setup and retries", cost.Campaign{SetupHours: 1.25, RetryHours: 0.75, BillingIncrement: time.Second}, "text",
+			[]string{"setup                   1.2500 h  $0.75", "retries                 0.7500 h  $0.45", "total                             $3.60", "cost per 1,000 samples  $0.30"}},
+		{"json", cost.Campaign{SetupHours: 2, BillingIncrement: time.Hour}, "json",
+			[]string{`"total_usd": 3.6,`, `"per_1k_samples_usd": 0.3`, `"billed_hours": 6,`, `"samples_completed": 12000,`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := campaignCost([]string{a, b}, tc.c, tc.format, &buf); err != nil {
+				t.Fatal(err)
+			}
+			// Compared with runs of spaces as one: the columns' widths
+			// depend on the temporary folder's name.
+			got := strings.Join(strings.Fields(buf.String()), " ")
+			for _, w := range tc.want {
+				if !strings.Contains(got, strings.Join(strings.Fields(w), " ")) {
+					t.Errorf("output lacks %q:\n%s", w, buf.String())
+				}
+			}
+			if tc.format == "json" && !json.Valid(buf.Bytes()) {
+				t.Errorf("invalid JSON:\n%s", buf.String())
+			}
+		})
+	}
+}
+
+func TestCampaignCostCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	ok := writeCostReport(t, dir, "ok.json", "ok", 1, 1, 10)
+	empty := writeCostReport(t, dir, "empty.json", "e", 1, 1)
+	dear := writeCostReport(t, dir, "dear.json", "d", 1, 4, 10)
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{\n\"runs\": [}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		c     cost.Campaign
+		want  string
+	}{
+		{"negative setup hours", []string{ok}, cost.Campaign{SetupHours: -1}, "--setup-hours must be a non-negative number, got -1"},
+		{"negative retry hours", []string{ok}, cost.Campaign{RetryHours: -2}, "--retry-hours must be a non-negative number"},
+		{"negative storage", []string{ok}, cost.Campaign{StorageUSD: -3}, "--storage-usd must be a non-negative number"},
+		{"negative increment", []string{ok}, cost.Campaign{BillingIncrement: -time.Minute}, "--billing-increment must not be negative"},
+		{"missing file", []string{ok, filepath.Join(dir, "nope.json")}, cost.Campaign{}, "nope.json: reading report"},
+		{"bad JSON", []string{bad}, cost.Campaign{}, "bad.json: line 2"},
+		{"no runs", []string{empty}, cost.Campaign{}, "report " + empty + " has no runs"},
+		{"prices differ", []string{ok, dear}, cost.Campaign{}, "were priced differently: a campaign is billed for one kind of instance; cost each separately or set --gpu-hourly-usd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := campaignCost(tc.paths, tc.c, "text", &bytes.Buffer{})
+			var ue usageError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ue) {
+				t.Errorf("err = %v, want a usage error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCostFlagsParsed(t *testing.T) {
+	// The command line reaches the library: --billing-increment 1h turns
+	// 0.5 h into 1 h billed; a negative flag exits 2.
+	dir := t.TempDir()
+	p := writeCostReport(t, dir, "r.json", "r", 0.5, 2, 100)
+	if code := runMain([]string{"cost", p, "--billing-increment", "1h", "--setup-hours=-1"}); code != exitUsage {
+		t.Errorf("negative --setup-hours: exit %d, want %d", code, exitUsage)
+	}
+	if code := runMain([]string{"cost", p, "--billing-increment", "1h", "--format", "yaml"}); code != exitUsage {
+		t.Errorf("--format yaml: exit %d, want %d", code, exitUsage)
+	}
+}

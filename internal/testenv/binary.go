@@ -1,0 +1,146 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BinEnv names the folder of built programs (make passes bin/).
+const BinEnv = "GPULENS_BIN"
+
+// packages are the gpulens programs Binary knows, by name.
+var packages = map[string]string{
+	"gpulens-exporter": "./cmd/gpulens-exporter",
+	"gpulens-loadgen":  "./cmd/gpulens-loadgen",
+	"gpulens-verify":   "./cmd/gpulens-verify",
+}
+
+// toolModfile is the module of the pinned tools (the Prometheus server,
+// promtool): the Makefile builds bin/prometheus with go build
+// -modfile=tools/go.mod; a test without GPULENS_BIN asks go tool
+// -modfile=tools/go.mod -n for the same program.
+const toolModfile = "tools/go.mod"
+
+// tools are the programs of toolModfile that Binary knows.
+var tools = map[string]bool{"prometheus": true, "promtool": true}
+
+// buildTimeout bounds one build (a cold Prometheus build takes minutes on
+// two cores).
+const buildTimeout = 15 * time.Minute
+
+// Binary returns the path of the program name (gpulens-exporter,
+// gpulens-loadgen, gpulens-verify, or the pinned prometheus or promtool):
+// $GPULENS_BIN/name where GPULENS_BIN is set and has it, else the
+// executable the go command keeps in its build cache (see cached), built
+// once for all test binaries until the sources change: a rebuild links in
+// about a second on two cores, where a go build into each test's folder
+// would link for 10–20 s each time (over a minute for Prometheus).
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	return Binaries(t, name)[0]
+}
+
+// Binaries is Binary for several programs; those to build are built in
+// parallel.
+func Binaries(t testing.TB, names ...string) []string {
+	t.Helper()
+	for _, name := range names {
+		if packages[name] == "" && !tools[name] {
+			t.Fatalf("testenv: no build for %q", name)
+		}
+	}
+	out := make([]string, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		if dir := os.Getenv(BinEnv); dir != "" {
+			if p := filepath.Join(dir, name); isFile(p) {
+				out[i] = p
+				continue
+			}
+			t.Logf("%s=%s has no %s: building it", BinEnv, dir, name)
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+			defer cancel()
+			start := time.Now()
+			root, err := moduleRoot(ctx)
+			if err == nil {
+				if tools[name] {
+					out[i], err = goOutput(ctx, root, "tool", "-modfile="+toolModfile, "-n", name)
+				} else {
+					out[i], err = cached(ctx, root, packages[name])
+				}
+			}
+			if errs[i] = err; err == nil {
+				t.Logf("%s: %s (%s)", name, out[i], time.Since(start).Round(100*time.Millisecond))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// cached returns the executable of the main package pkg from the go
+// command's build cache, building it there if needed. The go command caches
+// the executables go run builds (Go 1.24 and later), and go run -exec echo
+// prints the path it would start instead of starting it: the cached file
+// when there is one; when it has just been built, a file in a temporary
+// folder gone once go run returns, so the question is asked again.
+func cached(ctx context.Context, root, pkg string) (string, error) {
+	for range 2 {
+		p, err := goOutput(ctx, root, "run", "-exec", "echo", pkg)
+		if err != nil {
+			return "", err
+		}
+		if isFile(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("go run -exec echo %s: the go command keeps no executable in its build cache (GOCACHE=%s)", pkg, os.Getenv("GOCACHE"))
+}
+
+// goOutput runs the go command in root, with cgo on as the Makefile builds,
+// and returns its output's first line.
+func goOutput(ctx context.Context, root string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line), nil
+}
+
+// moduleRoot is the folder of the main module's go.mod, as the go command
+// finds it from the test's folder.
+func moduleRoot(ctx context.Context) (string, error) {
+	gomod, err := goOutput(ctx, ".", "env", "GOMOD")
+	if err != nil {
+		return "", err
+	}
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("go env GOMOD: not inside a module")
+	}
+	return filepath.Dir(gomod), nil
+}

@@ -1,0 +1,102 @@
+// Package testenv runs gpulens programs for tests: it finds or builds a
+// program, starts it (a built binary in its own process group, or a run
+// function in-process), collects its log, waits for the address it listens
+// on, scrapes it and stops it.
+//
+// Every program listens on port 0 in tests and logs the address it got; the
+// log line is the only way to learn it. ListenAddress knows the lines of
+// gpulens's programs and of Prometheus.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// Log is a program's output, safe to write from the program and read from
+// the test at the same time.
+type Log struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Tail returns at most the last n bytes written, marked "..." when cut.
+func (l *Log) Tail(n int) string {
+	s := l.String()
+	if len(s) <= n {
+		return s
+	}
+	return "...\n" + s[len(s)-n:]
+}
+
+// listenLine matches the line that names the address a program listens on:
+// "Listening on" (exporter-toolkit: gpulens-exporter, gpulens-loadgen run,
+// Prometheus, which adds component=web before the address) and `gpulens-
+// loadgen sim`'s own line. Prometheus's earlier "Start listening for
+// connections" line carries the configured address (port 0), not the real
+// one, and does not match.
+var listenLine = regexp.MustCompile(`msg="(?:Listening on|simulated inference server listening)"(?: [a-z_.]+=(?:"[^"]*"|[^\s"]+))*? address=([^\s"]+)`)
+
+// ListenAddress returns the first address a program's log says it listens
+// on (host:port, with the real port when it was asked for port 0).
+func ListenAddress(log string) (string, bool) {
+	for _, m := range listenLine.FindAllStringSubmatch(log, -1) {
+		if !strings.HasSuffix(m[1], ":0") {
+			return m[1], true
+		}
+	}
+	return "", false
+}
+
+// Formats a scrape can ask for: the text format, or the protobuf format
+// Prometheus asks for when it scrapes native histograms (only that format
+// carries them).
+const (
+	AcceptText     = "text/plain;version=0.0.4"
+	AcceptProtobuf = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+)
+
+// Scrape GETs url within ctx, asking for accept (none when empty), and
+// returns the body of a 200 answer.
+func Scrape(ctx context.Context, url, accept string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
+	}
+	return body, nil
+}

@@ -1,0 +1,308 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary act as a program (see TestMain).
+const helperEnv = "TESTENV_HELPER"
+
+// TestMain runs the test binary as a stand-in program when helperEnv is set:
+//
+//	serve     logs "Listening on" like exporter-toolkit, serves /metrics,
+//	          exits 0 on SIGTERM
+//	stubborn  the same, but ignores SIGTERM (its process group is killed)
+//	fail      writes a line and exits 3 without listening
+func TestMain(m *testing.M) {
+	switch mode := os.Getenv(helperEnv); mode {
+	case "":
+		os.Exit(m.Run())
+	case "serve", "stubborn":
+		os.Exit(helperServe(mode == "stubborn"))
+	case "fail":
+		fmt.Fprintln(os.Stderr, "level=ERROR msg=\"cannot start\" err=\"bad flag\"")
+		os.Exit(3)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown %s=%s\n", helperEnv, mode)
+		os.Exit(2)
+	}
+}
+
+func helperServe(stubborn bool) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Like Prometheus: an earlier line with the configured port 0.
+	logger.Info("Start listening for connections", "component", "web", "address", "127.0.0.1:0")
+	logger.Info("Listening on", "component", "web", "address", ln.Addr().String())
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "# accept %s\nup 1\n", r.Header.Get("Accept"))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	for {
+		<-sig
+		if !stubborn {
+			fmt.Fprintln(os.Stderr, "level=INFO msg=\"shutting down\"")
+			return 0
+		}
+	}
+}
+
+func TestListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name, log, want string
+	}{
+		{"exporter-toolkit", `time=2026-01-01T00:00:00.000Z level=INFO source=tls_config.go:395 msg="Listening on" address=127.0.0.1:40123` + "\n", "127.0.0.1:40123"},
+		{"prometheus after its port-0 line",
+			`time=x level=INFO source=web.go:731 msg="Start listening for connections" component=web address=127.0.0.1:0` + "\n" +
+				`time=x level=INFO source=tls_config.go:395 msg="Listening on" component=web address=127.0.0.1:39675` + "\n", "127.0.0.1:39675"},
+		{"quoted attribute before the address", `msg="Listening on" component="web ui" address=[::1]:9090 http2=false`, "[::1]:9090"},
+		{"load generator's simulated server", `level=INFO msg="simulated inference server listening" address=127.0.0.1:8123 model=m ttft=20ms`, "127.0.0.1:8123"},
+		{"first of two", `msg="Listening on" address=127.0.0.1:1111` + "\n" + `msg="Listening on" address=127.0.0.1:2222`, "127.0.0.1:1111"},
+		{"port 0 only", `msg="Listening on" address=127.0.0.1:0`, ""},
+		{"another message", `msg="Listening on systemd activated listeners instead of port listeners."`, ""},
+		{"nothing yet", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ListenAddress(tc.log)
+			if got != tc.want || ok != (tc.want != "") {
+				t.Errorf("ListenAddress = %q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+}
+
+// The log is written and read concurrently (run with -race); Tail keeps the
+// end.
+func TestLog(t *testing.T) {
+	var l Log
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 100 {
+				fmt.Fprintf(&l, "%d", i)
+				_ = l.String()
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(l.String()); n != 400 {
+		t.Errorf("log holds %d bytes, want 400", n)
+	}
+	l = Log{}
+	_, _ = io.WriteString(&l, "0123456789")
+	if got := l.Tail(4); got != "...\n6789" {
+		t.Errorf("Tail(4) = %q", got)
+	}
+	if got := l.Tail(10); got != "0123456789" {
+		t.Errorf("Tail(10) = %q", got)
+	}
+}
+
+func helper(t *testing.T, mode string) string {
+	t.Helper()
+	t.Setenv(helperEnv, mode)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// A program is started, found listening, scraped with the format asked for,
+// and stopped by SIGTERM with exit status 0.
+func TestRunScrapeStop(t *testing.T) {
+	p := Run(t, helper(t, "serve"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := p.MustAddress(ctx, t)
+	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("address %q", addr)
+	}
+	body, err := Scrape(ctx, "http://"+addr+"/metrics", AcceptProtobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# accept " + AcceptProtobuf + "\nup 1\n"; string(body) != want {
+		t.Errorf("scrape = %q, want %q", body, want)
+	}
+	if _, err := Scrape(ctx, "http://"+addr+"/nothing", ""); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("scraping a missing path: %v, want a 404 error", err)
+	}
+	if p.Exited() || p.Pid() == 0 {
+		t.Fatalf("exited %v, pid %d", p.Exited(), p.Pid())
+	}
+	if err := p.Stop(); err != nil {
+		t.Errorf("Stop = %v, want exit status 0", err)
+	}
+	if !p.Exited() || !strings.Contains(p.Log(), "shutting down") {
+		t.Errorf("after Stop: exited %v, log:\n%s", p.Exited(), p.Log())
+	}
+	if err := p.Stop(); err != nil {
+		t.Errorf("second Stop = %v", err)
+	}
+}
+
+// A program that ignores SIGTERM is killed after StopTimeout.
+func TestStopKillsAfterTimeout(t *testing.T) {
+	p, err := Start(helper(t, "stubborn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Address(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.StopTimeout = 100 * time.Millisecond
+	begin := time.Now()
+	err = p.Stop()
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Stop = %v, want the process killed", err)
+	}
+	if d := time.Since(begin); d < p.StopTimeout {
+		t.Errorf("killed after %s, before the %s timeout", d, p.StopTimeout)
+	}
+}
+
+// A program that exits before listening: Address says so, with its log.
+func TestAddressOfExitedProgram(t *testing.T) {
+	p, err := Start(helper(t, "fail"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = p.Address(ctx)
+	if err == nil || !strings.Contains(err.Error(), "exited before listening (exit status 3)") || !strings.Contains(err.Error(), "bad flag") {
+		t.Errorf("Address = %v; want the exit and the log", err)
+	}
+	if p.Err() == nil {
+		t.Error("Err() = nil after exit status 3")
+	}
+}
+
+// A program still silent when the context ends: Address names the deadline.
+func TestAddressDeadline(t *testing.T) {
+	p := RunFunc(t, "silent", func(ctx context.Context, w io.Writer) int {
+		fmt.Fprintln(w, "starting")
+		<-ctx.Done()
+		return 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Address(ctx); err == nil || !strings.Contains(err.Error(), "deadline exceeded") || !strings.Contains(err.Error(), "starting") {
+		t.Errorf("Address = %v; want the deadline and the log", err)
+	}
+}
+
+// In-process: the run function gets the log and a context that Stop
+// cancels; its exit status becomes Err; a function that ignores the
+// cancellation is reported after StopTimeout.
+func TestStartFunc(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := StartFunc("inproc", func(ctx context.Context, w io.Writer) int {
+		slog.New(slog.NewTextHandler(w, nil)).Info("Listening on", "address", ln.Addr().String())
+		<-ctx.Done()
+		return 4
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if addr, err := p.Address(ctx); err != nil || addr != ln.Addr().String() {
+		t.Errorf("Address = %q, %v; want %s", addr, err, ln.Addr())
+	}
+	if p.Pid() != 0 {
+		t.Errorf("Pid = %d in-process", p.Pid())
+	}
+	if err := p.Stop(); err == nil || err.Error() != "exit status 4" {
+		t.Errorf("Stop = %v, want exit status 4", err)
+	}
+
+	release := make(chan struct{})
+	defer close(release)
+	stuck := StartFunc("stuck", func(context.Context, io.Writer) int { <-release; return 0 })
+	stuck.StopTimeout = 50 * time.Millisecond
+	if err := stuck.Stop(); err == nil || !strings.Contains(err.Error(), "stuck: still running 50ms") {
+		t.Errorf("Stop of a stuck function = %v", err)
+	}
+}
+
+// GPULENS_BIN's programs are used as they are; a name without a build is
+// refused.
+func TestBinaryFromBinEnv(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "gpulens-exporter")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(BinEnv, dir)
+	if got := Binary(t, "gpulens-exporter"); got != exe {
+		t.Errorf("Binary = %q, want %q", got, exe)
+	}
+}
+
+// A program is built once into the go command's build cache: asked twice,
+// cached returns the same file, which runs and stays.
+func TestCached(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	root := t.TempDir()
+	// A program no other run has cached: the first call builds it.
+	text := fmt.Sprintf("hello %d", time.Now().UnixNano())
+	for name, body := range map[string]string{
+		"go.mod":  "module example.com/hello\n\ngo 1.22\n",
+		"main.go": fmt.Sprintf("package main\n\nfunc main() { println(%q) }\n", text),
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, err := cached(ctx, root, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cached(ctx, root, ".")
+	if err != nil || again != first {
+		t.Errorf("second call: %q, %v; want %q again", again, err, first)
+	}
+	if out, err := exec.Command(first).CombinedOutput(); err != nil || string(out) != text+"\n" {
+		t.Errorf("%s: %q, %v; want %q", first, out, err, text)
+	}
+	if strings.HasPrefix(first, root) {
+		t.Errorf("%s lies in the module's folder, not in the build cache", first)
+	}
+	if _, err := cached(ctx, root, "./missing"); err == nil || !strings.Contains(err.Error(), "go run -exec echo ./missing") {
+		t.Errorf("a missing package: %v", err)
+	}
+}

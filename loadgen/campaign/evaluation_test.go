@@ -1,0 +1,303 @@
+package campaign
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/simserver"
+	"github.com/gpulens/gpulens/loadgen/workload"
+)
+
+// exporterScrapes serves the scrapes in turn (then HTTP 500) and counts
+// them.
+func exporterScrapes(t *testing.T, scrapes []string) (string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		i := int(n.Add(1) - 1)
+		if i >= len(scrapes) {
+			http.Error(w, "gone", http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, scrapes[i])
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics", &n
+}
+
+// scrape is one exporter scrape of GPUs 0 and 1 (memory in GB, energy in
+// J); GPU 1 is another tenant's.
+func scrape(mem0, en0, mem1, en1 float64) string {
+	return fmt.Sprintf(`# TYPE gpulens_gpu_info gauge
+gpulens_gpu_info{gpu="0",name="NVIDIA L4",uuid="GPU-0000"} 1
+gpulens_gpu_info{gpu="1",name="NVIDIA L4",uuid="GPU-1111"} 1
+# TYPE gpulens_gpu_memory_used_bytes gauge
+gpulens_gpu_memory_used_bytes{gpu="0",uuid="GPU-0000"} %g
+gpulens_gpu_memory_used_bytes{gpu="1",uuid="GPU-1111"} %g
+# TYPE gpulens_gpu_utilization_ratio gauge
+gpulens_gpu_utilization_ratio{gpu="0",uuid="GPU-0000"} 0.5
+gpulens_gpu_utilization_ratio{gpu="1",uuid="GPU-1111"} 1
+# TYPE gpulens_gpu_power_watts gauge
+gpulens_gpu_power_watts{gpu="0",uuid="GPU-0000"} 60
+gpulens_gpu_power_watts{gpu="1",uuid="GPU-1111"} 70
+# TYPE gpulens_gpu_energy_joules_total counter
+gpulens_gpu_energy_joules_total{gpu="0",uuid="GPU-0000"} %g
+gpulens_gpu_energy_joules_total{gpu="1",uuid="GPU-1111"} %g
+`, mem0*1e9, mem1*1e9, en0, en1)
+}
+
+// TestGPUPerRun: every run gets the GPU side of its own window (the
+// scrapes at its start and end), of GPU 0 only; tokens per joule and
+// energy per request come from its summary; the aggregate of a level
+// sums energy, keeps the peak and averages the per-work figures, with
+// their spread across repeats in Summary.Stats.
+func TestGPUPerRun(t *testing.T) {
+	// Each run: 3 requests × 4 output tokens (the test server). GPU 0's
+	// energy rises 24, 48, 12 and 6 J in the four runs; GPU 1 (not
+	// serving) by 1000 J, which must not count.
+	url, n := exporterScrapes(t, []string{
+		scrape(10, 100, 50, 0), scrape(11, 124, 50, 1000), // concurrency=1 repeat=1
+		scrape(12, 124, 50, 1000), scrape(9, 172, 50, 2000), // concurrency=1 repeat=2
+		scrape(20, 200, 50, 2000), scrape(21, 212, 50, 3000), // concurrency=2 repeat=1
+		scrape(22, 212, 50, 3000), scrape(25, 218, 50, 4000), // concurrency=2 repeat=2
+	})
+	o := options(t, &server{})
+	o.ExporterURL, o.ExporterInterval, o.ExporterGPUs = url, time.Hour, []string{"GPU-0000"}
+	res := run(t, Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 2}, o, nil)
+	type want struct {
+		peak, energy, perJoule, perRequest float64
+	}
+	wants := map[string]want{
+		"concurrency=1 repeat=1": {11e9, 24, 0.5, 8},
+		"concurrency=1 repeat=2": {12e9, 48, 0.25, 16},
+		"concurrency=2 repeat=1": {21e9, 12, 1, 4},
+		"concurrency=2 repeat=2": {25e9, 6, 2, 2},
+		// Peak: the largest; energy: summed; per work: the mean.
+		"concurrency=1 (mean of 2)": {12e9, 72, 0.375, 12},
+		"concurrency=2 (mean of 2)": {25e9, 18, 1.5, 3},
+	}
+	if len(res.Document.Runs) != len(wants) {
+		t.Fatalf("%d runs", len(res.Document.Runs))
+	}
+	for _, r := range res.Document.Runs {
+		w, g := wants[r.Name], r.GPU
+		if g == nil {
+			t.Errorf("%s: no GPU side", r.Name)
+			continue
+		}
+		samples := 2
+		if r.Aggregate {
+			samples = 4
+		}
+		if g.PeakMemoryUsedBytes != w.peak || g.EnergyJoules != w.energy || g.OutputTokensPerJoule != w.perJoule ||
+			g.EnergyPerRequestJoules != w.perRequest || g.MeanPowerWatts != 60 || g.MeanUtilizationRatio != 0.5 ||
+			g.Samples != samples || g.EnergyFromPower || g.Error != "" || len(g.GPUs) != 1 || g.GPUs[0].UUID != "GPU-0000" ||
+			g.GPUs[0].Name != "NVIDIA L4" || g.GPUs[0].EnergyJoules != w.energy {
+			t.Errorf("%s: GPU side %+v, want %+v", r.Name, *g, w)
+		}
+		if r.Aggregate {
+			st := r.Summary.Stats[report.StatGPUOutputTokensPerJoule]
+			lo, hi := wants[strings.Replace(r.Name, " (mean of 2)", " repeat=1", 1)].perJoule, wants[strings.Replace(r.Name, " (mean of 2)", " repeat=2", 1)].perJoule
+			if st.N != 2 || st.Mean != (lo+hi)/2 || math.Abs(st.Stddev-math.Abs(hi-lo)/math.Sqrt2) > 1e-12 || st.CI95Low >= st.Mean {
+				t.Errorf("%s: tokens/J stats %+v", r.Name, st)
+			}
+			if st := r.Summary.Stats[report.StatGPUPeakMemoryUsedBytes]; st.N != 2 || st.Mean != (wants[strings.Replace(r.Name, " (mean of 2)", " repeat=1", 1)].peak+wants[strings.Replace(r.Name, " (mean of 2)", " repeat=2", 1)].peak)/2 {
+				t.Errorf("%s: peak stats %+v", r.Name, st)
+			}
+		}
+	}
+	if n.Load() != 8 {
+		t.Errorf("%d scrapes, want 8 (each run's start and end)", n.Load())
+	}
+	if g := res.Document.Metadata.GPU; g == nil || len(g.GPUs) != 1 || g.GPUs[0].UUID != "GPU-0000" || g.Samples != 8 || g.PeakMemoryUsedBytes != 25e9 {
+		t.Errorf("metadata GPU %+v", g)
+	}
+}
+
+// TestSaveResponses: every measured request's answer is kept with its
+// dataset row, id and reference, the prompt's hash (and text, when
+// asked), the finish reason and the counts; a failed request keeps its
+// error class.
+func TestSaveResponses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "qa.jsonl")
+	var rows strings.Builder
+	for k := 1; k <= 3; k++ {
+		fmt.Fprintf(&rows, `{"prompt":"q%d what","id":"id%d","reference":{"a":%d}}`+"\n", k, k, k)
+	}
+	if err := os.WriteFile(path, []byte(rows.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := workload.LoadDataset(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server answers "answer to qK" (the prompt's first word), or
+	// HTTP 500 for q3.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+		first, _, _ := strings.Cut(body.Messages[0].Content, " ")
+		if first == "q3" {
+			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"answer to \"}}]}\n\n")
+		fmt.Fprintf(w, "data: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":%q},\"finish_reason\":\"stop\"}]}\n\n", first)
+		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n")
+	})
+	for _, keepPrompt := range []bool{false, true} {
+		o := options(t, h)
+		o.Workload.Dataset, o.Prompts, o.Run.Requests = d, report.PromptsReuse, 6
+		o.SaveResponses, o.ResponsePrompts = true, keepPrompt
+		res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{2}, Repeats: 1}, o, nil)
+		if len(res.Responses) != 6 {
+			t.Fatalf("%d responses, want 6", len(res.Responses))
+		}
+		for i, x := range res.Responses {
+			k := x.DatasetRow
+			prompt := fmt.Sprintf("q%d what", k)
+			sum := sha256.Sum256([]byte(prompt))
+			want := report.Response{Run: "concurrency=2", Level: 2, Repeat: 1, Index: i, DatasetRow: k, ID: fmt.Sprintf("id%d", k),
+				Reference: json.RawMessage(fmt.Sprintf(`{"a":%d}`, k)), PromptSHA256: hex.EncodeToString(sum[:]),
+				Response: fmt.Sprintf("answer to q%d", k), FinishReason: "stop", PromptTokens: 2, OutputTokens: 3}
+			if keepPrompt {
+				want.Prompt = prompt
+			}
+			if k == 3 {
+				// Failed: nothing said, nothing counted.
+				want.Response, want.FinishReason, want.PromptTokens, want.OutputTokens, want.ErrorClass = "", "", 0, 0, report.ErrHTTP5xx
+			}
+			got, _ := json.Marshal(x)
+			exp, _ := json.Marshal(want)
+			if string(got) != string(exp) {
+				t.Errorf("response %d:\n got %s\nwant %s", i, got, exp)
+			}
+		}
+	}
+	// Without SaveResponses nothing is kept.
+	o := options(t, h)
+	o.Workload.Dataset, o.Prompts = d, report.PromptsReuse
+	if res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o, nil); res.Responses != nil {
+		t.Errorf("%d responses kept unasked", len(res.Responses))
+	}
+}
+
+// simTarget serves a simulator of model and returns its API base URL.
+func simTarget(t *testing.T, model string) string {
+	t.Helper()
+	s, err := simserver.New(simserver.Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, Model: model, Seed: 1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+	})
+	return srv.URL + "/v1"
+}
+
+// TestManifest: the manifest has the host, the labels, the settings hash
+// (equal for the same settings whatever the labels, target or nonce;
+// different for another seed) and, when asked for, what the server said.
+func TestManifest(t *testing.T) {
+	base := simTarget(t, "org/llama")
+	other := simTarget(t, "org/llama")
+	opts := func(target string, seed int64, labels map[string]string, ask bool) Options {
+		in, _ := workload.ParseLength("in", "fixed:8")
+		out, _ := workload.ParseLength("out", "fixed:4")
+		return Options{
+			Client:   client.Config{BaseURL: target, Endpoint: client.EndpointChat, Model: "org/llama", Timeout: time.Minute},
+			Workload: workload.Config{Seed: seed, Input: in, Output: out}, Prompts: report.PromptsDistinct,
+			Run: runner.Config{Requests: 2}, Prices: cost.Prices{GPUs: 1}, Labels: labels, ServerInfo: ask, ServerInfoTimeout: time.Minute,
+		}
+	}
+	plan := Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 1}
+	a := run(t, plan, opts(base, 1, map[string]string{"image": "sha256:1"}, true), nil).Document.Metadata.Manifest
+	b := run(t, plan, opts(other, 1, nil, false), nil).Document.Metadata.Manifest
+	c := run(t, plan, opts(base, 2, nil, false), nil).Document.Metadata.Manifest
+	if a == nil || b == nil || c == nil {
+		t.Fatal("no manifest")
+	}
+	if len(a.SettingsHash) != 64 || a.SettingsHash != b.SettingsHash || a.SettingsHash == c.SettingsHash {
+		t.Errorf("settings hashes %s, %s (same settings), %s (another seed)", a.SettingsHash, b.SettingsHash, c.SettingsHash)
+	}
+	if a.ServerVersion != simserver.Version || a.ModelRevision != simserver.ModelRevision("org/llama") || len(a.Server) != 8 {
+		t.Errorf("server %q revision %q, %d facts", a.ServerVersion, a.ModelRevision, len(a.Server))
+	}
+	for _, f := range a.Server {
+		if f.Status != 200 || len(f.Fields) == 0 {
+			t.Errorf("fact %+v", f)
+		}
+	}
+	if b.Server != nil || b.ServerVersion != "" || b.Labels != nil {
+		t.Errorf("not asked, no labels: %+v", b)
+	}
+	if a.Labels["image"] != "sha256:1" || a.Host.OS == "" || a.Host.CPUs < 1 {
+		t.Errorf("labels %v host %+v", a.Labels, a.Host)
+	}
+	// An interrupted campaign does not ask the server.
+	cx, err := New(plan, opts(base, 1, nil, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := cx.Run(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Document.Metadata.Manifest; m == nil || m.Server != nil || m.SettingsHash != "" {
+		t.Errorf("interrupted before any run: manifest %+v", m)
+	}
+}
+
+// TestEvaluationOptionErrors: the options are checked before anything
+// is sent, and the errors name them.
+func TestEvaluationOptionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.ExporterURL = "exporter:9842" }, `ExporterURL "exporter:9842": must be an http:// or https:// URL`},
+		{func(o *Options) {
+			o.ExporterURL, o.ExporterInterval = "http://127.0.0.1:9842/metrics", time.Millisecond
+		}, "ExporterInterval must be at least 100ms, got 1ms"},
+		{func(o *Options) { o.ExporterGPUs = []string{"0"} }, "ExporterGPUs needs ExporterURL"},
+		{func(o *Options) { o.ExporterURL, o.ExporterGPUs = "http://127.0.0.1:9842/metrics", []string{"0", ""} }, "ExporterGPUs: an empty GPU name"},
+		{func(o *Options) { o.ServerInfoTimeout = -time.Second }, "ServerInfoTimeout must not be negative, got -1s"},
+	} {
+		o := options(t, &server{})
+		tc.mod(&o)
+		if _, err := New(Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err %v, want %q", err, tc.want)
+		}
+	}
+}

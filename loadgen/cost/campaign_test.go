@@ -1,0 +1,238 @@
+package cost
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/loadgen/report"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// doc is a report started at t0 that ran for wall, with one run per entry
+// of completed (and failed), priced at price per hour for gpus GPUs. A
+// zero wall leaves the metadata times unset.
+func doc(id string, wall time.Duration, price float64, gpus int, completed, failed []int) *report.Document {
+	d := &report.Document{Metadata: report.Metadata{RunID: id}}
+	if wall > 0 {
+		d.Metadata.Started, d.Metadata.Finished = t0, t0.Add(wall)
+	}
+	for i := range completed {
+		d.Runs = append(d.Runs, report.Run{Name: "c=1 repeat=" + string(rune('1'+i)), Level: 1, Repeat: i + 1,
+			Settings: report.Settings{Cost: report.CostSettings{GPUHourlyUSD: price, GPUs: gpus}, WarmupSeconds: 60},
+			Summary:  report.Summary{RequestsCompleted: completed[i], RequestsFailed: failed[i], DurationSeconds: 1740}})
+	}
+	return d
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestCampaignWorkedExample(t *testing.T) {
+	// $0.60/h, 12,000 samples in 4 h → $2.40, $0.20 per 1,000; two more
+	// hours of setup and retries → $3.60, $0.30 per 1,000. The samples
+	// come from two reports (2 h each, one with a failed repeat that
+	// completed 500 requests and failed 100: billed, its 500 counted).
+	a := doc("a", 2*time.Hour, 0.60, 1, []int{3000, 3000}, []int{0, 0})
+	b := doc("b", 2*time.Hour, 0.60, 1, []int{5500, 500}, []int{0, 100})
+	for _, tc := range []struct {
+		name                        string
+		c                           Campaign
+		billed, total, per1k, perSm float64
+	}{
+		{"runs only", Campaign{BillingIncrement: time.Second}, 4, 2.40, 0.20, 0.0002},
+		{"with setup and retries", Campaign{SetupHours: 1.5, RetryHours: 0.5, BillingIncrement: time.Second}, 6, 3.60, 0.30, 0.0003},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc, err := Sum(tc.c, []Input{{"a.json", a}, {"b.json", b}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(cc.RunHours, 4) || !near(cc.BilledHours, tc.billed) || !near(cc.RoundingHours, 0) {
+				t.Errorf("hours: run %v billed %v rounding %v, want 4, %v, 0", cc.RunHours, cc.BilledHours, cc.RoundingHours, tc.billed)
+			}
+			if !near(cc.TotalUSD, tc.total) || !near(cc.GPUUSD, tc.total) || !near(cc.Per1kSamplesUSD, tc.per1k) || !near(cc.PerSampleUSD, tc.perSm) {
+				t.Errorf("total %v per 1k %v per sample %v, want %v, %v, %v", cc.TotalUSD, cc.Per1kSamplesUSD, cc.PerSampleUSD, tc.total, tc.per1k, tc.perSm)
+			}
+			if cc.SamplesCompleted != 12000 || cc.RequestsFailed != 100 || cc.Runs != 4 || cc.GPUHourlyUSD != 0.60 || cc.GPUs != 1 || cc.PriceFrom != "reports" {
+				t.Errorf("counts/price: %+v", cc)
+			}
+			if len(cc.Reports) != 2 || cc.Reports[1].SamplesCompleted != 6000 || cc.Reports[1].HoursFrom != "metadata" || !near(cc.Reports[1].Hours, 2) {
+				t.Errorf("reports: %+v", cc.Reports)
+			}
+		})
+	}
+}
+
+func TestCampaignBilling(t *testing.T) {
+	// One report of 1 h 10 min 20 s = 4220 s, 1,000 samples, 2 GPUs at $3/h
+	// (from the report) unless overridden.
+	d := doc("x", 4220*time.Second, 3, 2, []int{1000}, []int{0})
+	for _, tc := range []struct {
+		name          string
+		c             Campaign
+		billed, total float64
+		priceFrom     string
+	}{
+		{"exact", Campaign{}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
+		{"per second: already whole", Campaign{BillingIncrement: time.Second}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
+		{"per minute: 71 min", Campaign{BillingIncrement: time.Minute}, 71.0 / 60, 6 * 71.0 / 60, "reports"},
+		{"per hour: 2 h", Campaign{BillingIncrement: time.Hour}, 2, 12, "reports"},
+		{"per hour with 20 s setup: still 2 h", Campaign{BillingIncrement: time.Hour, SetupHours: 20.0 / 3600}, 2, 12, "reports"},
+		{"minimum 3 h", Campaign{BillingIncrement: time.Minute, MinimumCharge: 3 * time.Hour}, 3, 18, "reports"},
+		{"storage and egress", Campaign{BillingIncrement: time.Hour, StorageUSD: 1.25, EgressUSD: 0.75}, 2, 14, "reports"},
+		{"price override", Campaign{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5}, 2, 2, "options"},
+		{"price and GPU override", Campaign{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5, GPUs: 8}, 2, 8, "options"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc, err := Sum(tc.c, []Input{{"x.json", d}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := 4220.0/3600 + tc.c.SetupHours
+			if !near(cc.BilledHours, tc.billed) || !near(cc.RoundingHours, tc.billed-used) || !near(cc.TotalUSD, tc.total) {
+				t.Errorf("billed %v h (rounding %v), total $%v; want %v h (rounding %v), $%v", cc.BilledHours, cc.RoundingHours, cc.TotalUSD, tc.billed, tc.billed-used, tc.total)
+			}
+			if !near(cc.Per1kSamplesUSD, tc.total) || cc.PriceFrom != tc.priceFrom {
+				t.Errorf("per 1k %v (want %v), price from %s", cc.Per1kSamplesUSD, tc.total, cc.PriceFrom)
+			}
+		})
+	}
+}
+
+func TestCampaignHoursFromRuns(t *testing.T) {
+	// Without start/finish times the report's time is its runs' durations
+	// and warm-ups: 2 × (1740 + 60) s = 1 h. An aggregate run is not
+	// counted again.
+	d := doc("", 0, 1, 1, []int{100, 300}, []int{5, 0})
+	d.Runs = append(d.Runs, report.Run{Name: "c=1 (mean of 2)", Level: 1, Aggregate: true,
+		Settings: d.Runs[0].Settings, Summary: report.Summary{RequestsCompleted: 400, DurationSeconds: 1740}})
+	cc, err := Sum(Campaign{}, []Input{{"r.json", d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cc.Reports[0]; r.HoursFrom != "runs" || !near(r.Hours, 1) || r.Runs != 2 || r.SamplesCompleted != 400 || r.RequestsFailed != 5 {
+		t.Errorf("report: %+v", r)
+	}
+	if !near(cc.TotalUSD, 1) || !near(cc.Per1kSamplesUSD, 2.5) {
+		t.Errorf("total %v, per 1k %v; want 1, 2.5", cc.TotalUSD, cc.Per1kSamplesUSD)
+	}
+}
+
+func TestCampaignNotes(t *testing.T) {
+	d := doc("n", time.Hour, 2, 1, []int{0}, []int{10})
+	d.Metadata.Interrupted = true
+	d.Runs[0].Settings.Cost.OverheadHours = 1
+	cc, err := Sum(Campaign{}, []Input{{"n.json", d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(cc.TotalUSD, 2) || cc.PerSampleUSD != 0 || cc.Per1kSamplesUSD != 0 {
+		t.Errorf("total %v (want 2, the overhead hour not added), per sample %v", cc.TotalUSD, cc.PerSampleUSD)
+	}
+	notes := strings.Join(cc.Notes, "\n")
+	for _, want := range []string{"n.json was interrupted", "overhead hours", "no request completed"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q lack %q", notes, want)
+		}
+	}
+}
+
+func TestCampaignErrors(t *testing.T) {
+	ok := doc("ok", time.Hour, 1, 1, []int{10}, []int{0})
+	for _, tc := range []struct {
+		name   string
+		c      Campaign
+		inputs []Input
+		want   string
+	}{
+		{"negative setup", Campaign{SetupHours: -1}, []Input{{"ok.json", ok}}, "SetupHours must be a non-negative number, got -1"},
+		{"negative retries", Campaign{RetryHours: -0.5}, []Input{{"ok.json", ok}}, "RetryHours must be a non-negative number"},
+		{"NaN storage", Campaign{StorageUSD: math.NaN()}, []Input{{"ok.json", ok}}, "StorageUSD must be a non-negative number"},
+		{"infinite egress", Campaign{EgressUSD: math.Inf(1)}, []Input{{"ok.json", ok}}, "EgressUSD must be a non-negative number"},
+		{"negative price", Campaign{GPUHourlyUSD: -2}, []Input{{"ok.json", ok}}, "GPUHourlyUSD must be a non-negative number"},
+		{"negative GPUs", Campaign{GPUs: -1}, []Input{{"ok.json", ok}}, "GPUs must not be negative"},
+		{"negative increment", Campaign{BillingIncrement: -time.Second}, []Input{{"ok.json", ok}}, "BillingIncrement must not be negative"},
+		{"negative minimum", Campaign{MinimumCharge: -time.Second}, []Input{{"ok.json", ok}}, "MinimumCharge must not be negative"},
+		{"no reports", Campaign{}, nil, "no report given"},
+		{"no runs", Campaign{}, []Input{{"ok.json", ok}, {"empty.json", &report.Document{}}}, "report empty.json has no runs"},
+		{"only an aggregate", Campaign{}, []Input{{"agg.json", &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
+		{"same run twice", Campaign{}, []Input{{"ok.json", ok}, {"copy.json", ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
+		{"no price", Campaign{}, []Input{{"free.json", doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
+		{"prices differ", Campaign{}, []Input{{"ok.json", ok}, {"dear.json", doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
+		{"GPU counts differ", Campaign{}, []Input{{"ok.json", ok}, {"eight.json", doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
+		{"bad duration", Campaign{}, []Input{{"nan.json", func() *report.Document {
+			d := doc("nan", time.Hour, 1, 1, []int{1}, []int{0})
+			d.Runs[0].Summary.DurationSeconds = -3
+			return d
+		}()}}, `report nan.json: run "c=1 repeat=1": summary.duration_seconds -3`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Sum(tc.c, tc.inputs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Sum = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// Differing prices are fine when the options override them.
+	if _, err := Sum(Campaign{GPUHourlyUSD: 2, GPUs: 1}, []Input{{"ok.json", ok}, {"dear.json", doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
+		t.Errorf("override: %v", err)
+	}
+}
+
+func TestCampaignTextAndJSON(t *testing.T) {
+	d := doc("w", 4*time.Hour, 0.60, 1, []int{12000}, []int{0})
+	cc, err := Sum(Campaign{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []Input{{"w.json", d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := cc.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Runs of spaces compared as one (column widths).
+	text := strings.Join(strings.Fields(buf.String()), " ")
+	for _, want := range []string{
+		"w.json 1 4.0000 12000 0 $0.60/h × 1",
+		"billed time: rounded up to whole 1 min, at least 1 h",
+		"runs 4.0000 h $2.40",
+		"setup 1.0000 h $0.60",
+		"retries 1.0000 h $0.60",
+		"rounding 0.0000 h $0.00",
+		"billed GPU time 6.0000 h $3.60",
+		"total $3.60",
+		"samples completed 12000",
+		"cost per sample $0.0003",
+		"cost per 1,000 samples $0.30",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	b, err := json.Marshal(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back["total_usd"] != 3.6 || back["per_1k_samples_usd"] != 0.3 || back["samples_completed"] != 12000.0 || back["billed_hours"] != 6.0 || back["billing_increment_seconds"] != 60.0 {
+		t.Errorf("JSON: %s", b)
+	}
+}
+
+func TestUSD(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{0, "$0.00"}, {3.6, "$3.60"}, {1234.567, "$1234.57"}, {0.3, "$0.30"}, {0.5, "$0.50"}, {0.0003, "$0.0003"},
+		{0.12345, "$0.1235"}, {0.0123456, "$0.01235"}, {0.05, "$0.05"}} {
+		if got := USD(tc.v); got != tc.want {
+			t.Errorf("USD(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
