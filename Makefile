@@ -7,6 +7,12 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 BIN := bin
 SCRATCH := .scratch
+# The pinned tools (the Prometheus server, promtool, helm) live in their own
+# module, tools/go.mod, so go.mod lists only what the product imports. Run one
+# from the repository root as `go tool -modfile=tools/go.mod NAME ARGS`, e.g.
+# `go tool -modfile=tools/go.mod promtool check rules alerts/*.rules.yml`;
+# tidy it with `cd tools && go mod tidy` (check-mod checks both modules).
+TOOLS_MODFILE := tools/go.mod
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
@@ -20,17 +26,22 @@ export DEMO_LOADGEN_ADDR ?= 127.0.0.1:9843
 export DEMO_PROMETHEUS_ADDR ?= 127.0.0.1:9090
 export DEMO_SCENARIO ?= demo
 export DEMO_CONCURRENCY ?= 16
-export DEMO_GPU_HOURLY_USD ?= 2.50
+export DEMO_GPU_HOURLY_USD ?=
 
-.PHONY: all build test vet unit ensure-chromium check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
+.PHONY: all build tools test vet unit ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
 
 all: build
 
-# The binaries, and the pinned Prometheus server (for the demo and the
-# end-to-end test).
+# The binaries, and the pinned Prometheus server from tools/go.mod (for the
+# demo and the end-to-end tests).
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
-	$(GO) build -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+	$(GO) build -modfile=$(TOOLS_MODFILE) -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+
+# The pinned tools as binaries in bin/ (prometheus, promtool, helm), e.g. to
+# copy to a machine without Go (scripts/gpu-smoke.sh's PROMTOOL).
+tools:
+	$(GO) build -modfile=$(TOOLS_MODFILE) -o $(BIN)/ tool
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -45,6 +56,11 @@ unit: build ensure-chromium
 
 ensure-chromium:
 	@bash scripts/ensure-chromium.sh
+
+# go mod tidy leaves go.mod/go.sum and tools/go.mod/go.sum unchanged, and the
+# modules both use are at the same version in both (one build cache).
+check-mod:
+	@bash scripts/check-mod.sh
 
 # Lints a live scrape of the simulated exporter with the pinned promtool.
 check-metrics: build
@@ -65,7 +81,7 @@ dashboards:
 generate:
 	$(GO) run ./deploy/gen
 
-test: vet unit check-metrics check-rules check-ptx real-gpu-validate-sim
+test: vet check-mod unit check-metrics check-rules check-ptx real-gpu-validate-sim
 
 demo: build
 	@bash scripts/demo.sh $(BIN)

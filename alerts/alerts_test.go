@@ -27,9 +27,17 @@ import (
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/dashboards"
 	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
-var ruleFiles = []string{"gpulens-recording.rules.yml", "gpulens-alerts.rules.yml"}
+// ruleFiles are the shipped rule files: every *.rules.yml of this folder.
+var ruleFiles = func() []string {
+	files, err := filepath.Glob("*.rules.yml")
+	if err != nil {
+		panic(err)
+	}
+	return files
+}()
 
 const runbookPrefix = "https://github.com/gpulens/gpulens/blob/main/docs/runbooks.md#"
 
@@ -220,14 +228,14 @@ func TestPromtoolTestsCoverEveryRule(t *testing.T) {
 	}
 }
 
-// promtool returns the path of the pinned promtool binary.
+// promtool returns the path of the pinned promtool binary (tools/go.mod).
 func promtool(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "tool", "-n", "promtool").Output()
+	out, err := exec.CommandContext(ctx, "go", "tool", "-modfile=../tools/go.mod", "-n", "promtool").Output()
 	if err != nil {
-		t.Fatalf("go tool -n promtool: %v", err)
+		t.Fatalf("go tool -modfile=../tools/go.mod -n promtool: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -309,15 +317,8 @@ func liveKnown(t *testing.T) promcheck.Known {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var bins promcheck.Binaries
-	if dir := os.Getenv("GPULENS_BIN"); dir != "" {
-		bins = promcheck.BinariesIn(dir)
-	} else {
-		var err error
-		if bins, err = promcheck.BuildBinaries(ctx, "..", t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bins := testenv.Binaries(t, "gpulens-exporter", "gpulens-loadgen")
+	exporterBin, loadgenBin := bins[0], bins[1]
 	scenarios := append(gpusim.BuiltinNames(), "testdata/xid.yaml")
 	var (
 		mu      sync.Mutex
@@ -340,14 +341,14 @@ func liveKnown(t *testing.T) promcheck.Known {
 		wg.Go(func() {
 			limiter <- struct{}{}
 			defer func() { <-limiter }()
-			body, err := promcheck.ScrapeExporter(ctx, bins.Exporter, sc, 1500*time.Millisecond)
+			body, err := promcheck.ScrapeExporter(ctx, exporterBin, sc, 1500*time.Millisecond)
 			record("exporter scenario "+sc, body, err)
 		})
 	}
 	wg.Go(func() {
 		limiter <- struct{}{}
 		defer func() { <-limiter }()
-		body, err := promcheck.ScrapeLoadgen(ctx, bins.Loadgen, 2*time.Second)
+		body, err := promcheck.ScrapeLoadgen(ctx, loadgenBin, 2*time.Second)
 		record("load generator", body, err)
 	})
 	wg.Wait()
@@ -376,8 +377,7 @@ func liveKnown(t *testing.T) promcheck.Known {
 // notInSimulation are exporter metrics the simulated exporter cannot serve;
 // each must still be described by a collector.
 var notInSimulation = map[string]string{
-	"gpulens_gpu_allocation_info": "needs the kubelet pod-resources API, which the simulated exporter does not fake",
-	"gpulens_probe_errors_total":  "appears with the probe's first failure; the simulated CUDA devices do not fail",
+	"gpulens_probe_errors_total": "appears with the probe's first failure; the simulated CUDA devices do not fail",
 }
 
 var fqNameRe = regexp.MustCompile(`fqName: "([^"]+)"`)

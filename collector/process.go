@@ -1,11 +1,13 @@
 package collector
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // processLabels identify a process on a GPU (after gpu, uuid).
@@ -32,7 +34,8 @@ var (
 type processCollector struct{ describer }
 
 func newProcessCollector() Collector {
-	return processCollector{describer{procMemDesc, procSMDesc, procMemBWDesc, procEncDesc, procDecDesc, procBusyDesc, procInfoDesc, procFoldedDesc, allocInfoDesc}}
+	ds := []*prometheus.Desc{procMemDesc, procSMDesc, procMemBWDesc, procEncDesc, procDecDesc, procBusyDesc, procInfoDesc, procFoldedDesc, allocInfoDesc}
+	return processCollector{describer(append(ds, hostDescs...))}
 }
 
 func (processCollector) NewDevice(d Device) DeviceSampler {
@@ -57,6 +60,87 @@ func processIdentity(p *gpuProcess) []string {
 		labelValue(p.namespace), labelValue(p.pod), labelValue(p.container)}
 }
 
+// processSeries are the label pairs of one process's series on one GPU,
+// built when its labels change (rarely: a pod learnt, a command line read)
+// and shared by the series of every cycle. MustNewConstMetric would build
+// and sort them anew for every series of every cycle: most of the process
+// collector's cost with many processes.
+type processSeries struct {
+	// What the labels were built from.
+	from                      *procInfo
+	namespace, pod, container string
+	typ, containerID, runtime string
+	built                     bool
+
+	base      []*dto.LabelPair    // gpu, uuid and processLabels
+	cpu       [2][]*dto.LabelPair // and mode="user", mode="system"
+	infoPairs []*dto.LabelPair    // and the info series' own labels
+
+	// The host series of the last usage reading (process_host.go).
+	host    []prometheus.Metric
+	hostSeq uint64
+}
+
+// label makes the label pairs current for p on the device with label
+// values device (gpu, uuid); false when they are not valid label values.
+func (ps *processSeries) label(device []string, p *gpuProcess) bool {
+	a := &p.info.attr
+	if ps.built && ps.from == p.info && ps.namespace == p.namespace && ps.pod == p.pod && ps.container == p.container &&
+		ps.typ == p.typ && ps.containerID == a.ContainerID && ps.runtime == a.Runtime {
+		return true
+	}
+	id := processIdentity(p)
+	lv := make([]string, 0, len(device)+len(id)+5)
+	lv = append(append(lv, device...), id...)
+	infoLV := append(slices.Clone(lv), p.typ, labelValue(a.ContainerID), labelValue(a.Runtime), p.info.cmdline, p.info.user)
+	if _, err := prometheus.NewConstMetric(procInfoDesc, prometheus.GaugeValue, 1, infoLV...); err != nil {
+		ps.built = false
+		return false
+	}
+	ps.base = prometheus.MakeLabelPairs(procMemDesc, lv)
+	ps.cpu[0] = prometheus.MakeLabelPairs(hostCPUDesc, append(slices.Clone(lv), "user"))
+	ps.cpu[1] = prometheus.MakeLabelPairs(hostCPUDesc, append(lv, "system"))
+	ps.infoPairs = prometheus.MakeLabelPairs(procInfoDesc, infoLV)
+	ps.from, ps.namespace, ps.pod, ps.container = p.info, p.namespace, p.pod, p.container
+	ps.typ, ps.containerID, ps.runtime = p.typ, a.ContainerID, a.Runtime
+	ps.built, ps.host = true, nil
+	return true
+}
+
+// fixedMetric is a const metric with label pairs built beforehand (see
+// processSeries) and its value's message built in place, so that writing
+// it allocates nothing (as client_golang's const metrics). Immutable once
+// set; never copied.
+type fixedMetric struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	val     float64
+	counter dto.Counter
+	gauge   dto.Gauge
+	isCount bool
+}
+
+func (m *fixedMetric) set(d *prometheus.Desc, labels []*dto.LabelPair, typ prometheus.ValueType, v float64) {
+	m.desc, m.labels, m.val = d, labels, v
+	if typ == prometheus.CounterValue {
+		m.isCount, m.counter.Value = true, &m.val
+	} else {
+		m.gauge.Value = &m.val
+	}
+}
+
+func (m *fixedMetric) Desc() *prometheus.Desc { return m.desc }
+
+func (m *fixedMetric) Write(out *dto.Metric) error {
+	out.Label = m.labels
+	if m.isCount {
+		out.Counter = &m.counter
+	} else {
+		out.Gauge = &m.gauge
+	}
+	return nil
+}
+
 // otherIdentity labels the series of the folded processes.
 var otherIdentity = []string{"", "", "other", "", "", "", ""}
 
@@ -67,17 +151,28 @@ func (s *processSampler) Sample(r *Reader, e *Emitter, now time.Time) {
 	pr := s.st.processes(r, now)
 	if pr.listed {
 		for _, p := range pr.kept {
-			id := processIdentity(p)
-			e.Gauge(procMemDesc, float64(p.memory), id...)
-			if p.hasUtil {
-				e.Gauge(procSMDesc, p.sm, id...)
-				e.Gauge(procMemBWDesc, p.mem, id...)
-				e.Gauge(procEncDesc, p.enc, id...)
-				e.Gauge(procDecDesc, p.dec, id...)
-				e.Counter(procBusyDesc, p.busyTotal, id...)
+			ps := s.st.procs.seriesOf(p)
+			if !ps.label(e.labels, p) {
+				continue // label values that are not valid (cannot happen: they are made valid)
 			}
-			a := p.info.attr
-			e.Gauge(procInfoDesc, 1, append(id, p.typ, labelValue(a.ContainerID), labelValue(a.Runtime), p.info.cmdline, p.info.user)...)
+			// One allocation for the process's series of this cycle.
+			ms := new([7]fixedMetric)
+			n := 0
+			add := func(d *prometheus.Desc, pairs []*dto.LabelPair, typ prometheus.ValueType, v float64) {
+				ms[n].set(d, pairs, typ, v)
+				e.metrics = append(e.metrics, &ms[n])
+				n++
+			}
+			add(procMemDesc, ps.base, prometheus.GaugeValue, float64(p.memory))
+			if p.hasUtil {
+				add(procSMDesc, ps.base, prometheus.GaugeValue, p.sm)
+				add(procMemBWDesc, ps.base, prometheus.GaugeValue, p.mem)
+				add(procEncDesc, ps.base, prometheus.GaugeValue, p.enc)
+				add(procDecDesc, ps.base, prometheus.GaugeValue, p.dec)
+				add(procBusyDesc, ps.base, prometheus.CounterValue, p.busyTotal)
+			}
+			add(procInfoDesc, ps.infoPairs, prometheus.GaugeValue, 1)
+			s.st.usage.emit(e, p, ps, s.st.cycle)
 		}
 		if len(pr.folded) > 0 {
 			var mem, sm, bw, enc, dec float64

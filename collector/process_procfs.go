@@ -22,6 +22,7 @@ type procInfo struct {
 	attr                Attribution
 	starttime           uint64 // clock ticks after boot; 0 when the process could not be read
 	checked             time.Time
+	host                *hostProc // CPU, memory and I/O (process_host.go); nil until read
 }
 
 // procCache reads process names, command lines, users and container
@@ -56,6 +57,7 @@ func (c *procCache) get(pid uint32, now time.Time) *procInfo {
 			e.checked = now
 			return e
 		}
+		e.host.close()
 	}
 	e = c.read(pid)
 	e.checked = now
@@ -111,8 +113,9 @@ func (c *procCache) read(pid uint32) *procInfo {
 
 // retain drops the processes for which live is false.
 func (c *procCache) retain(live func(pid uint32) bool) {
-	for pid := range c.entries {
+	for pid, e := range c.entries {
 		if !live(pid) {
+			e.host.close()
 			delete(c.entries, pid)
 		}
 	}

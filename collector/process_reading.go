@@ -51,10 +51,23 @@ type processTracker struct {
 	busy      map[uint32]float64 // cumulative SM busy seconds by pid, while listed
 	otherBusy float64
 	contended float64
+	series    map[procKey]*processSeries // label pairs of the listed processes
+}
+
+// seriesOf returns the label pairs of a listed process.
+func (t *processTracker) seriesOf(p *gpuProcess) *processSeries {
+	k := procKey{p.pid, p.gi, p.ci}
+	ps := t.series[k]
+	if ps == nil {
+		ps = &processSeries{}
+		t.series[k] = ps
+	}
+	return ps
 }
 
 func newProcessTracker(uuid string, opts ProcessOptions) processTracker {
-	return processTracker{opts: opts, uuid: uuid, cache: newProcCache(opts.ProcRoot, opts.Attributor), busy: map[uint32]float64{}}
+	return processTracker{opts: opts, uuid: uuid, cache: newProcCache(opts.ProcRoot, opts.Attributor), busy: map[uint32]float64{},
+		series: map[procKey]*processSeries{}}
 }
 
 // typePriority orders the process lists: a process in several lists is
@@ -121,6 +134,11 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 	for pid := range t.busy {
 		if !live[pid] {
 			delete(t.busy, pid)
+		}
+	}
+	for k := range t.series {
+		if _, ok := byKey[k]; !ok {
+			delete(t.series, k)
 		}
 	}
 	if out.utilOK {

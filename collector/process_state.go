@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -25,11 +26,30 @@ type ProcessOptions struct {
 	// Allocations lists the pods a GPU or MIG device is allocated to (the
 	// kubelet pod-resources API); nil: none.
 	Allocations AllocationSource
+	// Usage reads the CPU time, threads, resident memory and I/O of a GPU
+	// process; nil: /proc/PID/stat and /proc/PID/io under ProcRoot.
+	Usage ProcessUsageSource
+	// UsageInterval is how often a process's usage is read again (it is
+	// read when first seen); 0 means DefaultUsageInterval. At or below the
+	// sampler interval it is read every cycle.
+	UsageInterval time.Duration
+	// ClockTick is the unit of /proc/PID/stat's CPU times per second
+	// (USER_HZ); 0 means DefaultClockTick.
+	ClockTick int
+	// PageSize is the unit of /proc/PID/stat's rss in bytes; 0 means the
+	// host's page size.
+	PageSize int
 }
 
 func (o ProcessOptions) validate() error {
 	if o.MaxPerGPU < 0 {
 		return fmt.Errorf("process collector: max processes per GPU must not be negative, got %d", o.MaxPerGPU)
+	}
+	if o.UsageInterval < 0 {
+		return fmt.Errorf("process collector: usage interval must not be negative, got %s", o.UsageInterval)
+	}
+	if o.ClockTick < 0 || o.PageSize < 0 {
+		return fmt.Errorf("process collector: clock tick (%d) and page size (%d) must not be negative", o.ClockTick, o.PageSize)
 	}
 	return nil
 }
@@ -40,6 +60,15 @@ func (o ProcessOptions) withDefaults() ProcessOptions {
 	}
 	if o.MaxPerGPU == 0 {
 		o.MaxPerGPU = DefaultMaxProcessesPerGPU
+	}
+	if o.UsageInterval == 0 {
+		o.UsageInterval = DefaultUsageInterval
+	}
+	if o.ClockTick == 0 {
+		o.ClockTick = DefaultClockTick
+	}
+	if o.PageSize == 0 {
+		o.PageSize = os.Getpagesize()
 	}
 	return o
 }
@@ -98,6 +127,7 @@ type deviceState struct {
 	procs     processTracker
 	procsAt   uint64 // cycle of procsRead
 	procsRead *processReading
+	usage     *usageReader // the processes' CPU, memory and I/O
 
 	mig     migTracker
 	migAt   uint64
@@ -116,6 +146,7 @@ func newDeviceState(lib nvml.Interface, uuid string, interval time.Duration, opt
 	return &deviceState{
 		lib: lib, interval: interval, opts: opts,
 		procs: newProcessTracker(uuid, opts),
+		usage: newUsageReader(opts, interval),
 		mig:   migTracker{byHandle: map[nvml.Device]*migIdentity{}},
 		gpm:   gpmTracker{mig: map[int]*gpmPair{}},
 	}

@@ -19,19 +19,30 @@ func writeProc(t testing.TB, root string, pid int, comm string, args []string, u
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stat := fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 1000 0 0 0 10 5 0 0 20 0 4 0 %d 100000000 2000 18446744073709551615 1 1 0 0 0 0 0 16781312 17642 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-		pid, comm, pid, pid, starttime)
 	files := map[string]string{
-		"stat":    stat,
+		"stat":    statLine(pid, comm, 10, 5, 4, starttime, 2000),
 		"comm":    comm + "\n",
 		"cmdline": strings.Join(args, "\x00") + "\x00",
 		"status":  fmt.Sprintf("Name:\t%s\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n", comm, uid, uid, uid, uid),
+		"io":      ioFile(4096, 8192),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// statLine is a /proc/PID/stat line with the given CPU times (clock
+// ticks), threads, start time (ticks after boot) and resident pages.
+func statLine(pid int, comm string, utime, stime, threads, starttime, rss uint64) string {
+	return fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 1000 0 0 0 %d %d 0 0 20 0 %d 0 %d 100000000 %d 18446744073709551615 1 1 0 0 0 0 0 16781312 17642 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		pid, comm, pid, pid, utime, stime, threads, starttime, rss)
+}
+
+// ioFile is a /proc/PID/io with the given storage bytes.
+func ioFile(read, written uint64) string {
+	return fmt.Sprintf("rchar: 123456\nwchar: 654321\nsyscr: 100\nsyscw: 50\nread_bytes: %d\nwrite_bytes: %d\ncancelled_write_bytes: 0\n", read, written)
 }
 
 type fakeAttributor struct {

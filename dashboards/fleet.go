@@ -7,7 +7,7 @@ const throttleReasons = `reason=~"sw_power_cap|hw_slowdown|sw_thermal_slowdown|h
 // fleet is the SRE overview of every GPU.
 func fleet() (dashboard.Dashboard, error) {
 	bd := newBoard("gpulens-fleet", "gpulens / Fleet overview",
-		"Every GPU of the selected clusters and nodes: inventory, headroom, utilisation, throttling, XID and ECC errors, hot spots and the health of the exporters.",
+		"Every GPU of the selected clusters and nodes: inventory, headroom, utilisation, GPUs waiting for their inputs (their processes' CPU and I/O, host pressure), throttling, XID and ECC errors, hot spots and the health of the exporters.",
 		varCluster(), varInstance())
 
 	bd.row("Inventory: are all GPUs there?")
@@ -41,6 +41,24 @@ func fleet() (dashboard.Dashboard, error) {
 		th:   steps("blue", 0.05, "green"),
 		desc: "Fraction of SMs busy (GPM, Hopper and newer): a GPU can be 100% utilised with few SMs active. Absent where GPM is unsupported.",
 		qs:   []q{{expr: `gpulens_gpu_sm_activity_ratio{` + selNode + `}`, legend: lgGPU}}})
+
+	bd.row("Input pipeline: which GPUs wait for their inputs?")
+	bd.stat(panel{title: "Input-bound GPUs", unit: "none", th: steps("green", 1, "orange"),
+		desc: "GPUs busy less than half of the last 5 minutes while a process on them keeps a CPU core busy or their host waits for CPUs or storage (gpu_cause:gpulens_gpu_input_bound_idle:ratio_rate5m). For 10 minutes it fires GpulensGPUInputBound.",
+		qs:   []q{{expr: orZero(`count(count by (cluster, instance, gpu, uuid) (gpu_cause:gpulens_gpu_input_bound_idle:ratio_rate5m{` + selNode + `}))`)}}})
+	bd.table(panel{title: "Input-bound GPUs and causes", unit: "percentunit", w: 8, th: steps("green", 0.5, "orange", 0.8, "red"),
+		desc: "Each GPU waiting for its inputs, with its idle share over 5 minutes and the cause: process_cpu (a process on it keeps a core or more busy), host_cpu_pressure (the host's tasks wait for CPUs), host_io_pressure (they wait for storage). Open GPU detail's input pipeline row for the GPU.",
+		qs:   []q{{expr: `gpu_cause:gpulens_gpu_input_bound_idle:ratio_rate5m{` + selNode + `}`}}}, "uuid")
+	bd.ts(panel{title: "Host pressure by node (5m)", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("green", 0.3, "orange", 0.5, "red"),
+		desc: "Share of the last 5 minutes in which at least one task of each node waited for a CPU or for storage I/O (Linux PSI, kind=some; instance:gpulens_host_pressure_stall:ratio_rate5m). Empty for nodes whose kernel has no PSI.",
+		qs:   []q{{expr: `instance:gpulens_host_pressure_stall:ratio_rate5m{` + selNode + `,kind="some",resource=~"cpu|io"}`, legend: "{{instance}} {{resource}}"}}})
+	bd.ts(panel{title: "GPU processes' CPU and storage reads by node", unit: "none", w: 8, th: steps("green"),
+		desc: "CPU cores the GPU processes of each node use (left axis; a process on several GPUs counted once) and the bytes per second they read from storage (right axis). Compare with the node's GPU utilisation above.",
+		qs: []q{
+			{expr: `sum by (cluster, instance) (max by (cluster, instance, pid) (process:gpulens_process_cpu_seconds:rate5m{` + selNode + `}))`, legend: "{{instance}} CPU cores"},
+			{expr: `sum by (cluster, instance) (max by (cluster, instance, pid) (rate(gpulens_process_io_read_bytes_total{` + selNode + `}[$__rate_interval])))`, legend: "{{instance}} storage read"},
+		}, units: map[string]string{"B": "Bps"}})
 
 	bd.row("Health: what is failing?")
 	bd.ts(panel{title: "Throttled GPUs by reason", unit: "none", w: 8, th: steps("green", 1, "orange"),

@@ -18,7 +18,7 @@ var (
 // gpuDetail drills into one node or GPU.
 func gpuDetail() (dashboard.Dashboard, error) {
 	bd := newBoard("gpulens-gpu", "gpulens / GPU detail",
-		"One node or GPU (it opens on the first GPU of the first node; pick others in the filters): memory, utilisation, power, energy, clocks and clock events, what the GPU delivers to its tenant (the probe: stolen time, bandwidths, FLOP/s), the processes on it with their pods, and its MIG instances.",
+		"One node or GPU (it opens on the first GPU of the first node; pick others in the filters): memory, utilisation, its processes' CPU and I/O and the host's pressure beside it (is the GPU waiting for its inputs?), power, energy, clocks and clock events, what the GPU delivers to its tenant (the probe: stolen time, bandwidths, FLOP/s), the processes on it with their pods, and its MIG instances.",
 		varCluster(), varInstanceOne(), varGPUOne(), varNamespace())
 
 	bd.row("Memory")
@@ -52,6 +52,34 @@ func gpuDetail() (dashboard.Dashboard, error) {
 			{expr: `gpulens_gpu_dram_bandwidth_utilization_ratio{` + selGPU + `}`, legend: lgGPU + " DRAM bandwidth"},
 		}})
 
+	bd.row("Input pipeline: CPU, I/O and host pressure")
+	bd.ts(panel{title: "GPU busy and its processes' CPU", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("blue", 0.05, "green"),
+		desc: "Share of time a kernel ran (left axis) beside the CPU cores each process on the GPU uses (right axis, user + system). A GPU mostly idle while its process keeps a core or more busy waits for its inputs (GpulensGPUInputBound); a busy GPU with an idle CPU is healthy. Loader worker processes, which NVML does not list, are not here: see the host pressure.",
+		qs: []q{
+			{expr: `rate(gpulens_gpu_busy_seconds_total{` + selGPU + `}[$__rate_interval])`, legend: lgGPU + " busy"},
+			{expr: `sum without (mode) (rate(gpulens_process_cpu_seconds_total{` + selGPU + `,namespace=~"$namespace"}[$__rate_interval]))`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}}) CPU cores"},
+		}, units: map[string]string{"B": "none"}})
+	bd.ts(panel{title: "Host pressure (PSI)", unit: "percentunit", min: f(0), max: f(1), w: 12,
+		th:   steps("green", 0.3, "orange", 0.5, "red"),
+		desc: "Share of the last 5 minutes in which at least one task of the GPU's host (some) or all of them (full) waited for a CPU, storage I/O or memory (Linux pressure stall information, instance:gpulens_host_pressure_stall:ratio_rate5m). CPU some at 50% or I/O some at 30% with an idle GPU fires GpulensGPUInputBound. Empty where the kernel has no PSI.",
+		qs:   []q{{expr: `instance:gpulens_host_pressure_stall:ratio_rate5m{` + selNode + `}`, legend: "{{instance}} {{resource}} {{kind}}"}}})
+	bd.ts(panel{title: "Process CPU share of its threads", unit: "percentunit", min: f(0), max: f(1), w: 8, th: steps("green"),
+		desc: "Share of its threads' time each process spent on a CPU over 5 minutes (process:gpulens_process_cpu_thread_share:ratio_rate5m): 100% when every thread runs all the time. A Python loop holding the GIL is one core whatever the thread count: compare with the CPU cores above.",
+		qs:   []q{{expr: `process:gpulens_process_cpu_thread_share:ratio_rate5m{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}})
+	bd.ts(panel{title: "Process storage I/O", unit: "Bps", w: 8, th: steps("green"),
+		desc: "Bytes per second each process on the GPU reads from (positive) and writes to (negative) storage (/proc/PID/io read_bytes, write_bytes: page-cache hits and network reads are not counted). Absent where /proc/PID/io is not readable: a process of another user than the exporter's, unless the exporter has CAP_SYS_PTRACE.",
+		qs: []q{
+			{expr: `rate(gpulens_process_io_read_bytes_total{` + selGPU + `,namespace=~"$namespace"}[$__rate_interval])`, legend: "{{process_name}} ({{pid}}) read"},
+			{expr: `-rate(gpulens_process_io_written_bytes_total{` + selGPU + `,namespace=~"$namespace"}[$__rate_interval])`, legend: "{{process_name}} ({{pid}}) written"},
+		}})
+	bd.ts(panel{title: "Process host memory and threads", unit: "bytes", w: 8, th: steps("green"),
+		desc: "Host memory resident for each process on the GPU (left axis) and its threads (right axis).",
+		qs: []q{
+			{expr: `gpulens_process_resident_memory_bytes{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{process_name}} ({{pid}}) resident"},
+			{expr: `gpulens_process_threads{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{process_name}} ({{pid}}) threads"},
+		}, units: map[string]string{"B": "none"}})
+
 	bd.row("Power, energy and temperature")
 	bd.ts(panel{title: "Power draw and limit", unit: "watt", w: 8, th: steps("green"),
 		desc: "Board power and the enforced power limit. Power at the limit cuts clocks (sw_power_cap).",
@@ -84,12 +112,14 @@ func gpuDetail() (dashboard.Dashboard, error) {
 
 	bd.row("Processes")
 	bd.table(panel{title: "Processes on the GPU", unit: "bytes", w: 24, h: 9, th: steps("green"),
-		desc: "One row per process on the selected GPUs (node, GPU, PID) with its pod, namespace and container: memory used (Value #A), SM utilisation (Value #B) and its share of the GPU's busy time (Value #C; both empty for a process on a MIG instance: NVML has no per-process samples in MIG mode).",
+		desc: "One row per process on the selected GPUs (node, GPU, PID) with its pod, namespace and container: memory used (Value #A), SM utilisation (Value #B) and its share of the GPU's busy time (Value #C; both empty for a process on a MIG instance: NVML has no per-process samples in MIG mode), the CPU cores it uses (Value #D) and the bytes per second it reads from storage (Value #E; empty where /proc/PID/io is not readable).",
 		qs: []q{
 			{expr: by(processLabels, `gpulens_process_memory_used_bytes{`+selGPU+`,namespace=~"$namespace"}`)},
 			{expr: by(processLabels, `gpulens_process_sm_utilization_ratio{`+selGPU+`,namespace=~"$namespace"}`)},
 			{expr: by(processLabels, `gpulens_process_gpu_time_share_ratio{`+selGPU+`,namespace=~"$namespace"}`)},
-		}, units: map[string]string{"B": "percentunit", "C": "percentunit"}})
+			{expr: by(processLabels, `sum without (mode) (rate(gpulens_process_cpu_seconds_total{`+selGPU+`,namespace=~"$namespace"}[$__rate_interval]))`)},
+			{expr: by(processLabels, `rate(gpulens_process_io_read_bytes_total{`+selGPU+`,namespace=~"$namespace"}[$__rate_interval])`)},
+		}, units: map[string]string{"B": "percentunit", "C": "percentunit", "D": "none", "E": "Bps"}})
 	bd.ts(panel{title: "Process memory", unit: "bytes", w: 12, th: steps("green"),
 		desc: "GPU memory per process; a process whose line only climbs leaks.",
 		qs:   []q{{expr: `gpulens_process_memory_used_bytes{` + selGPU + `,namespace=~"$namespace"}`, legend: "{{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,7 +25,7 @@ import (
 // The dashboards' queries run here against Prometheus's own query engine
 // (in process), on a small fleet written as Prometheus test series with the
 // labels the exporter and the load generator really serve, after the
-// shipped recording rules (alerts/gpulens-recording.rules.yml) have been
+// shipped recording rules (alerts/*.rules.yml) have been
 // evaluated over it every 15 s, as a Prometheus server would.
 
 // fixtureEnd is when the queries are evaluated: 30 minutes of data.
@@ -64,6 +65,13 @@ func processSeries(node, gpu, uuid, pid, ns, pod, container, proc, gi, ci string
 	out := []series{
 		{"gpulens_process_info", l + `,cmdline="` + proc + `",container_id="",container_runtime="containerd",type="compute",user="1000"`, each(1)},
 		{"gpulens_process_memory_used_bytes", l, each(memMiB * (1 << 20))},
+		// What the host says of the process (procfs), MIG or not.
+		{"gpulens_process_cpu_seconds_total", l + `,mode="user"`, perSecond(0.5)},
+		{"gpulens_process_cpu_seconds_total", l + `,mode="system"`, perSecond(0.25)},
+		{"gpulens_process_threads", l, each(8)},
+		{"gpulens_process_resident_memory_bytes", l, each(4 << 30)},
+		{"gpulens_process_io_read_bytes_total", l, perSecond(1 << 20)},
+		{"gpulens_process_io_written_bytes_total", l, perSecond(1 << 10)},
 	}
 	// NVML has no per-process samples in MIG mode: the exporter serves no
 	// SM utilisation there, nor the time share computed from it.
@@ -153,6 +161,13 @@ func healthyFleet() []series {
 			s = append(s, series{"gpulens_scrape_collector_success", n + `,collector="` + c + `"`, each(1)})
 		}
 		s = append(s, series{"up", n, each(1)})
+		// The host: 64 CPUs, a little CPU and I/O pressure.
+		s = append(s,
+			series{"gpulens_host_cpus", n, each(64)},
+			series{"gpulens_host_pressure_stall_seconds_total", n + `,resource="cpu",kind="some"`, perSecond(0.05)},
+			series{"gpulens_host_pressure_stall_seconds_total", n + `,resource="io",kind="some"`, perSecond(0.02)},
+			series{"gpulens_host_pressure_stall_seconds_total", n + `,resource="io",kind="full"`, perSecond(0.01)},
+		)
 	}
 	s = append(s, series{"up", `cluster="c1",job="gpulens-loadgen",instance="lg:9843"`, each(1)})
 	for _, o := range []string{"success", "timeout", "connect", "http_429", "http_4xx", "http_5xx", "stream_broken", "cancelled_at_end", "parse"} {
@@ -232,20 +247,29 @@ func newPromEnv(t *testing.T, fleet []series) *promEnv {
 	return env
 }
 
-// recordRules evaluates every recording rule of the shipped rule file once
-// a minute over the fixture (the rules group's interval in a Prometheus
-// with the default global evaluation interval), group by group and rule by
-// rule in file order (a rule sees the rules before it at the same instant,
-// as in Prometheus), and stores the results.
+// recordRules evaluates every recording rule of the shipped rule files
+// (alerts/*.rules.yml) once a minute over the fixture (the rules groups'
+// interval in a Prometheus with the default global evaluation interval),
+// file by file, group by group and rule by rule in file order (a rule sees
+// the rules before it at the same instant, as in Prometheus), and stores
+// the results.
 func (e *promEnv) recordRules() {
 	t := e.t
-	groups, errs := rulefmt.ParseFile("../alerts/gpulens-recording.rules.yml", false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
-	if len(errs) > 0 {
-		t.Fatal(errs)
+	files, err := filepath.Glob("../alerts/*.rules.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule files in ../alerts: %v", err)
+	}
+	var groups []rulefmt.RuleGroup
+	for _, f := range files {
+		rgs, errs := rulefmt.ParseFile(f, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		groups = append(groups, rgs.Groups...)
 	}
 	ctx := context.Background()
 	for ts := time.Duration(0); ts <= fixtureEnd; ts += time.Minute {
-		for _, g := range groups.Groups {
+		for _, g := range groups {
 			for _, r := range g.Rules {
 				if r.Record == "" {
 					continue

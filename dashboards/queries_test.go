@@ -35,7 +35,16 @@ func TestTableShapes(t *testing.T) {
 		"MIG instances": {[]string{"cluster", "compute_instance_id", "gpu", "gpu_instance_id", "instance"}, []string{
 			"c1/0/2/1/n1:9842", "c1/0/2/2/n1:9842",
 		}, nil},
-		"Allocated GPU cost by namespace": {[]string{"cluster", "namespace"}, []string{"c1/research", "c1/serving"}, nil},
+		// Allocation: serving and research hold n1's GPUs 0 and 1; use: team-b's
+		// process on n2 runs without an allocation.
+		"Cost per namespace: allocation and use": {[]string{"cluster", "namespace"}, []string{"c1/research", "c1/serving", "c1/team-b"}, []string{
+			"c1/team-b/Value #A", "c1/team-b/Value #C", "c1/team-b/Value #D", "c1/team-b/Value #E",
+		}},
+		"Cost per pod: allocation and use": {[]string{"cluster", "namespace", "pod"}, []string{
+			"c1/research/notebook-0", "c1/research/train-0", "c1/serving/chat-mig-0", "c1/serving/vllm-0", "c1/team-b/chat-b-0",
+		}, []string{ // notebook-0 holds idle GPU 1; the others run without an allocation
+			"c1/research/notebook-0/Value #B", "c1/research/train-0/Value #A", "c1/serving/chat-mig-0/Value #A", "c1/team-b/chat-b-0/Value #A",
+		}},
 		"Stolen time and figures against baseline per GPU": {[]string{"cluster", "gpu", "instance", "uuid"}, []string{
 			"c1/0/n1:9842/GPU-a0", "c1/1/n1:9842/GPU-a1",
 		}, nil},

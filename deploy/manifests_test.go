@@ -448,18 +448,19 @@ func TestPrometheusRuleEqualsRuleFiles(t *testing.T) {
 	}
 }
 
-// goTool runs `go tool NAME args` from the repository root.
+// goTool runs `go tool -modfile=tools/go.mod NAME args` (a pinned tool of
+// the tools module) from the repository root.
 func goTool(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", name}, args...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools/go.mod", name}, args...)...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go tool %s %v: %v\n%s%s", name, args, err, out, stderr.Bytes())
+		t.Fatalf("go tool -modfile=tools/go.mod %s %v: %v\n%s%s", name, args, err, out, stderr.Bytes())
 	}
 	return out
 }

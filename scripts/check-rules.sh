@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Build the pinned promtool once (slow when the cache is cold).
-go tool -n promtool >/dev/null
+# The pinned promtool, from the tools module (tools/go.mod).
+promtool=(go tool -modfile=tools/go.mod promtool)
+# Build it once (slow when the cache is cold).
+go tool -modfile=tools/go.mod -n promtool >/dev/null
 
-go tool promtool check rules --lint=all --lint-fatal alerts/*.rules.yml
-go tool promtool test rules alerts/tests/*.test.yml
+"${promtool[@]}" check rules --lint=all --lint-fatal alerts/*.rules.yml
+"${promtool[@]}" test rules alerts/tests/*.test.yml

@@ -10,7 +10,7 @@
 #   - gpulens-loadgen run, sustained load against it (a fixed number of
 #     users: the requests per GPU-hour, hence the cost per request, follow
 #     the server's speed) with a GPU price set,
-#   - a real Prometheus (pinned in go.mod, run as `go tool prometheus`)
+#   - a real Prometheus (pinned in tools/go.mod; bin/prometheus from make build)
 #     scraping all three (the load generator's native histograms too) and
 #     evaluating the shipped rules in alerts/.
 # Runs until Ctrl-C, then stops everything it started. All files it writes
@@ -21,6 +21,13 @@
 # DEMO_PROMETHEUS_ADDR, DEMO_SCENARIO, DEMO_CONCURRENCY, DEMO_GPU_HOURLY_USD,
 # and DEMO_SIM_GPU / DEMO_SIM_PID: the GPU and the tenant (PID) of the
 # scenario the simulated server stands for (GPU 0, llm-serve's 4242 in demo).
+# GPU prices: each GPU has its own (docs/cost.md): the scenario's
+# price_usd_per_hour (DEMO_SCENARIO=mixed-fleet: H100s, A100s and an A30
+# from two providers, with chargeback numbers that check by hand), else the
+# price table of alerts/gpulens-cost.rules.yml (2.50 an H100). The load
+# generator bills the price the exporter serves for DEMO_SIM_GPU. A
+# DEMO_GPU_HOURLY_USD prices every GPU the same instead
+# (--cost.gpu-hourly-usd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -34,7 +41,7 @@ scenario=${DEMO_SCENARIO:-demo}
 concurrency=${DEMO_CONCURRENCY:-16}
 sim_gpu=${DEMO_SIM_GPU:-0}
 sim_pid=${DEMO_SIM_PID:-4242}
-price=${DEMO_GPU_HOURLY_USD:-2.50}
+price=${DEMO_GPU_HOURLY_USD:-}
 
 scratch=.scratch/demo
 rm -rf "$scratch"
@@ -57,12 +64,25 @@ prometheus=$bin/prometheus
 if [ ! -x "$prometheus" ]; then
 	echo "building the pinned Prometheus (first time: a few minutes)..."
 	prometheus=$scratch/prometheus
-	go build -o "$prometheus" github.com/prometheus/prometheus/cmd/prometheus
+	go build -modfile=tools/go.mod -o "$prometheus" github.com/prometheus/prometheus/cmd/prometheus
 fi
 
+price_flags=()
+if [ -n "$price" ]; then price_flags=(--cost.gpu-hourly-usd="$price"); fi
 start_bg "$scratch/exporter.log" "$bin/gpulens-exporter" --sim.scenario="$scenario" --web.listen-address="$exporter_addr" \
-	--collector.probe --collector.probe.interval=30s
+	--collector.probe --collector.probe.interval=30s "${price_flags[@]}"
 wait_http "http://$exporter_addr/metrics" exporter
+if [ -z "$price" ]; then
+	# The price of the simulated server's GPU, once the exporter serves it
+	# (its first sampler cycle); the price table's H100 price without one.
+	for _ in $(seq 1 25); do
+		price=$({ curl -fsS "http://$exporter_addr/metrics" || true; } |
+			awk -v gpu="gpu=\"$sim_gpu\"" 'index($0, "gpulens_gpu_price_usd_per_hour{") == 1 && index($0, gpu) && !found { print $NF; found = 1 }')
+		if [ -n "$price" ]; then break; fi
+		sleep 0.2
+	done
+	price=${price:-2.50}
+fi
 start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr" \
 	--sim.gpu.exporter-url="http://$exporter_addr/metrics" --sim.gpu="$sim_gpu" --sim.gpu.pid="$sim_pid"
 wait_http "http://$sim_addr/health" sim
@@ -103,6 +123,10 @@ gpulens demo is running (simulated GPUs: scenario $scenario; nothing here touche
   Prometheus           http://$prom_addr   (targets: http://$prom_addr/targets, alerts: http://$prom_addr/alerts)
 
 Rule files loaded: ${#rules[@]}.
+GPU prices and chargeback: dashboard "gpulens / Cost" (per-GPU prices from the
+scenario or the rules' price table; docs/cost.md). DEMO_SCENARIO=mixed-fleet
+prices H100s, A100s and an A30 from two providers: 16.40 USD an hour, by
+allocation serving 5.80, research 4.00, team-b 2.35, team-a 1.75.
 TXT
 if [ "$scenario" = demo ]; then
 	cat <<TXT

@@ -6,6 +6,7 @@
 #
 # On a machine without Go, build here and pass the binaries:
 #   GPULENS_EXPORTER=path/to/gpulens-exporter PROMTOOL=path/to/promtool
+# (`make tools` builds the pinned promtool into bin/)
 # (PROMTOOL=none skips that check: run promtool on the kept scrape instead).
 # SMOKE_OUT=DIR keeps the scrape and the logs in DIR.
 set -euo pipefail
@@ -27,7 +28,7 @@ if [ -z "$exporter" ]; then
 	exporter=$work/gpulens-exporter
 	CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -o "$exporter" ./cmd/gpulens-exporter
 fi
-promtool=(go tool promtool)
+promtool=(go tool -modfile=tools/go.mod promtool)
 if [ -n "${PROMTOOL:-}" ]; then promtool=("$PROMTOOL"); fi
 "$exporter" --version 2>&1 | head -n1
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 func TestSubstitute(t *testing.T) {
@@ -125,8 +127,8 @@ func TestAddExpositionProtobufNativeHistograms(t *testing.T) {
 	for _, tc := range []struct {
 		accept     string
 		nativeName bool
-	}{{acceptProtobuf, true}, {acceptText, false}} {
-		body, err := get(context.Background(), srv.URL, tc.accept)
+	}{{testenv.AcceptProtobuf, true}, {testenv.AcceptText, false}} {
+		body, err := testenv.Scrape(context.Background(), srv.URL, tc.accept)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ type attributionFlags struct {
 }
 
 func addAttributionFlags(app *kingpin.Application, f *attributionFlags) {
-	app.Flag("path.procfs", "procfs mount point: process names, command lines, users and cgroups (mount the host's /proc and run with hostPID in a container).").Default("/proc").StringVar(&f.procfs)
+	app.Flag("path.procfs", "procfs mount point: process names, command lines, users, cgroups, the GPU processes' CPU, memory and I/O, and the host's pressure (PSI) and CPU count (mount the host's /proc and run with hostPID in a container).").Default("/proc").StringVar(&f.procfs)
 	app.Flag("collector.process.max-per-gpu", "Keep the N processes with the most GPU memory per GPU; fold the others into one pid=\"other\" series.").Default(fmt.Sprint(collector.DefaultMaxProcessesPerGPU)).IntVar(&f.maxPerGPU)
 	app.Flag("kubernetes.pod-resources-socket", "kubelet pod-resources socket: namespace, pod and container of each GPU and MIG device. An absent socket switches the feature off.").Default(podresources.DefaultSocket).StringVar(&f.podResources)
 	app.Flag("kubernetes.container-logs", "kubelet's container log symlinks (<pod>_<namespace>_<container>-<id>.log): name the pod of a process from its cgroup container id when several pods share a GPU. Absent: off.").Default("/var/log/containers").StringVar(&f.containerLogs)
@@ -62,7 +62,9 @@ func setupAttribution(ctx context.Context, f attributionFlags, interval time.Dur
 		opts.ProcRoot = os.DevNull // not a directory: procfs reads are off
 		opts.Attributor = simAttributor{fleet}
 		opts.Allocations = simAllocations{fleet}
-		logger.Info("simulated GPUs: process names and pods come from the scenario's tenants, not from procfs or the kubelet")
+		// The tenants' CPU, memory and I/O cost nothing to read: every cycle.
+		opts.Usage, opts.UsageInterval = simUsage{fleet}, interval
+		logger.Info("simulated GPUs: process names, pods and host usage come from the scenario's tenants, not from procfs or the kubelet")
 		return opts, stop
 	}
 	opts.Attributor = &cgroupAttributor{procRoot: f.procfs, logs: f.containerLogs, logger: logger}
@@ -101,6 +103,15 @@ func setupAttribution(ctx context.Context, f attributionFlags, interval time.Dur
 			logger.Warn("closing pod-resources client", "err", err)
 		}
 	}
+}
+
+// hostSource reads the host's pressure and CPU count: from --path.procfs,
+// or from the scenario's host under simulation (fleet not nil).
+func hostSource(f attributionFlags, fleet *gpusim.Fleet) collector.HostSource {
+	if fleet != nil {
+		return simHost{fleet}
+	}
+	return collector.NewProcfsHost(f.procfs, nil)
 }
 
 // podAllocations adapts the pod-resources client to the collector.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,7 @@ import (
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/pricing"
 )
 
 func main() {
@@ -56,6 +58,7 @@ type options struct {
 	attribution   attributionFlags
 	probe         probeFlags
 	probeConfig   gpuprobe.Config
+	cost          costFlags
 	web           *web.FlagConfig
 	log           *promslog.Config
 }
@@ -79,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
 	addAttributionFlags(app, &o.attribution)
 	addProbeFlags(app, &o.probe)
+	addCostFlags(app, &o.cost)
 	o.web = kingpinflag.AddFlags(app, ":9842")
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-exporter"))
@@ -119,6 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	o.probeConfig = probeConfig
+	if err := o.cost.validate(); err != nil {
+		return nil, err
+	}
 	if files := *o.web.WebConfigFile; files != "" {
 		if err := web.Validate(files); err != nil {
 			return nil, fmt.Errorf("--web.config.file %s: %w", files, err)
@@ -213,6 +220,9 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 			enabled = append(enabled, collector.NamedCollector{Name: f.Name, Collector: f.New()})
 		}
 	}
+	if src := priceSource(o.cost, fleet, logger); src != nil {
+		enabled = append(enabled, collector.NamedCollector{Name: collector.CostCollectorName, Collector: collector.NewCostCollector(src)})
+	}
 	names := make([]string, 0, len(enabled)+1)
 	for _, c := range enabled {
 		names = append(names, c.Name)
@@ -239,6 +249,8 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 		versioncollector.NewCollector("gpulens_exporter"),
 		collectors.NewGoCollector(),
 		collector.NewProcessCollector(), // client_golang's, without its per-scrape /proc/stat and netstat reads
+		// gpulens_host_*: the host's pressure (PSI) and CPU count.
+		collector.NewHostCollector(hostSource(o.attribution, fleet)),
 	)
 	// The probe runs on its own goroutine and publishes a snapshot that the
 	// exposition renders with the rest; a scrape never calls CUDA.
@@ -349,4 +361,96 @@ func newMux(metrics http.Handler, o *options, logger *slog.Logger) (*http.ServeM
 		mux.Handle("/", landing)
 	}
 	return mux, nil
+}
+
+// ---- cost (--cost.*, docs/cost.md) ----
+
+// costFlags price this node's GPUs: gpulens_gpu_price_usd_per_hour and
+// gpulens_mig_price_usd_per_hour.
+type costFlags struct {
+	hourly    float64
+	hourlySet bool
+	file      string
+	node      string
+	labels    []string
+	resolver  *pricing.Resolver // set by validate; nil: no price flag
+}
+
+func addCostFlags(app *kingpin.Application, f *costFlags) {
+	app.Flag("cost.gpu-hourly-usd", "Price of one GPU-hour on this node in USD, for the GPUs --cost.price-file does not price (every GPU without a file). Exposed as gpulens_gpu_price_usd_per_hour for the chargeback rules; without a price flag, only a simulated scenario's prices are.").PlaceHolder("USD").IsSetByUser(&f.hourlySet).SetValue(priceValue{p: &f.hourly})
+	app.Flag("cost.price-file", "Price file (YAML): USD per GPU-hour by GPU model name or pattern, with overrides for nodes and node labels (docs/cost.md#price-file).").PlaceHolder("FILE").StringVar(&f.file)
+	app.Flag("cost.node", "This node's name, for the price file's node overrides (default: the host name).").Envar("NODE_NAME").StringVar(&f.node)
+	app.Flag("cost.label", "A label of this node for the price file's label overrides, as name=value (provider=cloud-b); repeatable.").PlaceHolder("NAME=VALUE").StringsVar(&f.labels)
+}
+
+// priceValue is --cost.gpu-hourly-usd: a parse error names the flag.
+type priceValue struct{ p *float64 }
+
+func (v priceValue) Set(s string) error {
+	p, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("--cost.gpu-hourly-usd: %q is not a number (USD per GPU-hour, e.g. 2.50)", s)
+	}
+	*v.p = p
+	return nil
+}
+
+func (v priceValue) String() string { return strconv.FormatFloat(*v.p, 'f', -1, 64) }
+
+// validate checks the cost flags and loads the price file, so that a bad
+// price stops the exporter before it starts.
+func (f *costFlags) validate() error {
+	labels, err := pricing.ParseLabels(f.labels)
+	if err != nil {
+		return fmt.Errorf("--cost.label: %w", err)
+	}
+	if !f.hourlySet && f.file == "" {
+		if len(labels) > 0 {
+			return errors.New("--cost.label is for the overrides of --cost.price-file, which is not given")
+		}
+		return nil
+	}
+	var fallback *float64
+	if f.hourlySet {
+		if err := pricing.CheckPrice(f.hourly); err != nil {
+			return fmt.Errorf("--cost.gpu-hourly-usd: %w", err)
+		}
+		fallback = &f.hourly
+	}
+	var table *pricing.Table
+	if f.file != "" {
+		if table, err = pricing.Load(f.file); err != nil {
+			return fmt.Errorf("--cost.price-file: %w", err)
+		}
+	}
+	if f.node == "" {
+		f.node, _ = os.Hostname()
+	}
+	f.resolver, err = pricing.NewResolver(table, pricing.Node{Name: f.node, Labels: labels}, fallback)
+	return err
+}
+
+// priceSource prices the GPUs from the cost flags, else from a simulated
+// scenario's prices; nil: no price, no cost collector.
+func priceSource(f costFlags, fleet *gpusim.Fleet, logger *slog.Logger) collector.PriceSource {
+	switch {
+	case f.resolver != nil:
+		return collector.PriceFunc(func(d collector.Device) (float64, bool) {
+			p, ok := f.resolver.Price(d.Name)
+			if !ok {
+				logger.Warn("GPU has no price: no model entry of the price file matches it and --cost.gpu-hourly-usd is not given", "gpu", d.Index, "name", d.Name, "node", f.node)
+				return 0, false
+			}
+			from := p.From
+			if from == pricing.FromFallback {
+				from = "--cost.gpu-hourly-usd"
+			}
+			logger.Info("GPU priced", "gpu", d.Index, "name", d.Name, "usd_per_hour", p.USDPerHour, "from", from)
+			return p.USDPerHour, true
+		})
+	case fleet != nil && fleet.Scenario().HasPrices():
+		logger.Info("simulated GPUs priced from the scenario's price_usd_per_hour (no --cost.* flag given)")
+		return collector.PriceFunc(func(d collector.Device) (float64, bool) { return fleet.PriceUSDPerHour(d.UUID) })
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,66 +18,28 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the exporter's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var listeningRE = regexp.MustCompile(`msg="Listening on" address=(\S+)`)
 
 // startExporter runs the exporter in-process on a free loopback port and
 // returns its address. It stops when the test ends.
 func startExporter(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, args...), logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Errorf("exporter did not stop within 15 s")
-		}
+	p := testenv.RunFunc(t, "gpulens-exporter", func(ctx context.Context, log io.Writer) int {
+		return run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, args...), log)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listeningRE.FindStringSubmatch(logs.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("exporter exited with %d:\n%s", code, logs.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("exporter did not listen within 30 s:\n%s", logs.String())
-	return ""
+	p.StopTimeout = 15 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.MustAddress(ctx, t)
 }
 
 func parseScrape(t *testing.T, body io.Reader) map[string]*familyView {
@@ -145,60 +106,6 @@ func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*fa
 			t.Fatalf("%d GPUs up after 20 s, want %d", up, n)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func TestSimulatedFleetServesEveryFamily(t *testing.T) {
-	addr := startExporter(t, "--sim.scenario=dgx-h100", "--sampler.interval=100ms")
-	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 8)
-	perGPU := []string{
-		"gpulens_gpu_info", "gpulens_gpu_memory_total_bytes", "gpulens_gpu_memory_used_bytes", "gpulens_gpu_memory_free_bytes",
-		"gpulens_gpu_memory_reserved_bytes", "gpulens_gpu_utilization_ratio", "gpulens_gpu_memory_bandwidth_utilization_ratio",
-		"gpulens_gpu_encoder_utilization_ratio", "gpulens_gpu_decoder_utilization_ratio", "gpulens_gpu_busy_seconds_total",
-		"gpulens_gpu_temperature_celsius", "gpulens_gpu_power_watts", "gpulens_gpu_power_limit_watts", "gpulens_gpu_energy_joules_total",
-		"gpulens_gpu_clock_hertz", "gpulens_gpu_max_clock_hertz", "gpulens_gpu_clock_event_active",
-		"gpulens_gpu_pcie_throughput_bytes_per_second", "gpulens_gpu_pcie_replay_errors_total", "gpulens_gpu_ecc_errors_total",
-		"gpulens_gpu_remapped_rows", "gpulens_gpu_remapping_pending", "gpulens_gpu_remapping_failed",
-		"gpulens_gpu_persistence_mode", "gpulens_gpu_compute_mode", "gpulens_gpu_mig_enabled",
-		"gpulens_sampler_last_success_timestamp_seconds",
-	}
-	for _, name := range perGPU {
-		f := fams[name]
-		if f == nil {
-			t.Errorf("family %s missing", name)
-			continue
-		}
-		gpus := map[string]bool{}
-		for _, s := range f.series {
-			if s.labels["uuid"] == "" {
-				t.Errorf("%s has a series without uuid: %v", name, s.labels)
-			}
-			gpus[s.labels["gpu"]] = true
-		}
-		if len(gpus) != 8 {
-			t.Errorf("%s covers %d GPUs, want 8", name, len(gpus))
-		}
-	}
-	for _, s := range fams["gpulens_gpu_info"].series {
-		if s.labels["simulated"] != "true" || s.labels["name"] == "" || s.labels["driver_version"] == "" || s.labels["cuda_driver_version"] == "" {
-			t.Errorf("gpu_info of a simulated GPU lacks identity: %v", s.labels)
-		}
-	}
-	for _, name := range []string{"gpulens_scrape_collector_success", "gpulens_scrape_collector_duration_seconds", "gpulens_exporter_build_info", "gpulens_sampler_duration_seconds"} {
-		if fams[name] == nil {
-			t.Errorf("family %s missing", name)
-		}
-	}
-	// Utilisation ratios stay within 0–1, temperatures and power are plausible.
-	for _, s := range fams["gpulens_gpu_utilization_ratio"].series {
-		if s.value < 0 || s.value > 1 {
-			t.Errorf("utilization %v out of 0–1", s.value)
-		}
-	}
-	for _, s := range fams["gpulens_gpu_power_watts"].series {
-		if s.value <= 0 || s.value > 1000 {
-			t.Errorf("power %v W implausible", s.value)
-		}
 	}
 }
 
@@ -329,7 +236,7 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuffer
+			var out testenv.Log
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			code := run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, tc.args...), &out)
@@ -383,7 +290,7 @@ func TestSimulatedTenantsCarryPods(t *testing.T) {
 // exit code and output; the exporter must exit by itself.
 func runUntilExit(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Log{}
 	done := make(chan int, 1)
 	go func() { done <- run(context.Background(), args, logs) }()
 	select {
@@ -431,7 +338,7 @@ func TestListenErrorExitsAtOnce(t *testing.T) {
 // message naming the flag and the minimum; 100ms is accepted.
 func TestSamplerIntervalFloor(t *testing.T) {
 	for _, v := range []string{"1ns", "1ms", "99ms", "-1s"} {
-		var out syncBuffer
+		var out testenv.Log
 		if _, err := parseFlags([]string{"--sampler.interval=" + v}, &out); err == nil {
 			t.Errorf("--sampler.interval=%s accepted", v)
 		} else if msg := err.Error(); !strings.Contains(msg, "--sampler.interval") || !strings.Contains(msg, "at least 100ms") || !strings.Contains(msg, v) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 func TestProbeFlagsNameTheCulprit(t *testing.T) {
@@ -36,7 +37,7 @@ func TestProbeFlagsNameTheCulprit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuffer
+			var out testenv.Log
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			code := run(ctx, append([]string{"--web.listen-address=127.0.0.1:0", "--sim.scenario=minimal", "--collector.probe"}, tc.args...), &out)

@@ -46,3 +46,34 @@ func (a simAllocations) Lookup(deviceIDs ...string) []collector.Allocation {
 	}
 	return out
 }
+
+// simUsage answers for procfs's /proc/PID/stat and /proc/PID/io of the
+// simulated tenants (their scenario `host` sections).
+type simUsage struct{ fleet *gpusim.Fleet }
+
+func (s simUsage) ProcessUsage(pid uint32) (collector.ProcessUsage, bool) {
+	u, ok := s.fleet.ProcessUsage(pid)
+	if !ok {
+		return collector.ProcessUsage{}, false
+	}
+	return collector.ProcessUsage{
+		UserSeconds: u.UserSeconds, SystemSeconds: u.SystemSeconds,
+		Threads: uint64(u.Threads), ResidentBytes: u.ResidentBytes,
+		IO: u.IOReadable, ReadBytes: u.ReadBytes, WrittenBytes: u.WrittenBytes,
+	}, true
+}
+
+// simHost answers for /proc/pressure and /proc/stat's CPU count of the
+// simulated host (the scenario's `host` section).
+type simHost struct{ fleet *gpusim.Fleet }
+
+func (s simHost) ReadHost(h *collector.HostReading) {
+	h.CPUs = s.fleet.HostCPUs()
+	for _, p := range s.fleet.HostPressure() {
+		for i, res := range collector.PressureResources {
+			if res == p.Resource {
+				h.Pressure[i] = collector.Pressure{Some: p.Some, Full: p.Full, HasSome: p.HasSome, HasFull: p.HasFull}
+			}
+		}
+	}
+}

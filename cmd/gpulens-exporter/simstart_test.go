@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // TestSimStart: --sim.start puts the simulated fleet where a shared
@@ -25,7 +27,7 @@ func TestSimStart(t *testing.T) {
 		{"too far ahead", []string{"--sim.scenario=minimal", "--sim.start=" + time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339)}, "in the future; at most 1h0m0s ahead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuffer
+			var out testenv.Log
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if code := run(ctx, append([]string{"--web.listen-address=127.0.0.1:0"}, tc.args...), &out); code != 2 || !strings.Contains(out.String(), tc.want) {

@@ -24,6 +24,8 @@ const (
 	maxRatePerHour = 3600
 	maxDuration    = 100 * 365 * 24 * time.Hour
 	maxErrors      = 20
+	// maxPricePerHour bounds price_usd_per_hour (USD per GPU-hour).
+	maxPricePerHour = 1000
 )
 
 // Scenario is a parsed and validated simulated fleet description.
@@ -37,6 +39,7 @@ type Scenario struct {
 	devices       []*deviceSpec
 	faults        []*faultSpec
 	tenants       []*tenantSpec
+	host          *hostSpec // nil: no CPU count or pressure (hoststats.go)
 }
 
 // Nodes lists the node names the scenario's devices are spread over, sorted;
@@ -83,6 +86,9 @@ type deviceSpec struct {
 	tenants        []*tenantSpec
 	hostView
 	probe probeSpec
+	// price is USD per GPU-hour (price_usd_per_hour); hasPrice false: none.
+	price    float64
+	hasPrice bool
 }
 
 type faultKind int
@@ -134,6 +140,7 @@ type rawScenario struct {
 	Devices       []rawGroup  `yaml:"devices"`
 	Faults        []rawFault  `yaml:"faults"`
 	Tenants       []rawTenant `yaml:"tenants"`
+	Host          *rawHost    `yaml:"host"` // hoststats.go
 }
 
 type rawGroup struct {
@@ -162,6 +169,7 @@ type rawGroup struct {
 	PcieLink           *rawPcieLink   `yaml:"pcie_link"`
 	EccMode            *bool          `yaml:"ecc_mode"`
 	Probe              *rawProbe      `yaml:"probe"`
+	PriceUSDPerHour    *float64       `yaml:"price_usd_per_hour"`
 }
 
 type rawECC struct {
@@ -782,6 +790,13 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		}
 		validateHostView(l, gp, g, m, &base)
 		base.probe = validateProbe(l, gp+".probe", g.Probe)
+		if g.PriceUSDPerHour != nil {
+			if v := *g.PriceUSDPerHour; !finite(v) || v < 0 || v > maxPricePerHour {
+				l.add(gp+".price_usd_per_hour", "price %v USD per GPU-hour must be between 0 and %d", v, maxPricePerHour)
+			} else {
+				base.price, base.hasPrice = v, true
+			}
+		}
 		for k := 0; k < count; k++ {
 			d := base
 			d.inGroup = k
@@ -906,5 +921,31 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		sc.faults = append(sc.faults, fs)
 	}
 	validateTenants(l, r.Tenants, sc)
+	sc.host = validateHost(l, r.Host)
 	return sc
+}
+
+// ---- prices ----
+
+// HasPrices reports whether any device of the scenario has a
+// price_usd_per_hour.
+func (s *Scenario) HasPrices() bool {
+	for _, d := range s.devices {
+		if d.hasPrice {
+			return true
+		}
+	}
+	return false
+}
+
+// PriceUSDPerHour is the scenario's price of the fleet's GPU with the UUID
+// (its device group's price_usd_per_hour); false when the GPU is not the
+// fleet's or its group has no price.
+func (f *Fleet) PriceUSDPerHour(uuid string) (float64, bool) {
+	for _, d := range f.devices {
+		if d.uuid == uuid {
+			return d.spec.price, d.spec.hasPrice
+		}
+	}
+	return 0, false
 }

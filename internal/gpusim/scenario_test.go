@@ -74,7 +74,7 @@ func TestParseInline(t *testing.T) {
 		{"not a mapping", "- 1\n- 2\n", "x.yaml:1: scenario must be a YAML mapping (name, devices, faults, ...)"},
 		{"no devices", "name: x\n", "x.yaml: devices: at least one device group is required"},
 		{"unknown top field", "name: x\ndevice:\n  - model: h100-sxm5-80gb\n",
-			`x.yaml:2: device: unknown field "device" (known fields: call_latency, cuda_version, description, devices, driver_version, faults, name, tenants)`},
+			`x.yaml:2: device: unknown field "device" (known fields: call_latency, cuda_version, description, devices, driver_version, faults, host, name, tenants)`},
 		{"bad cuda", "cuda_version: twelve\ndevices: [{model: h100-sxm5-80gb}]\n",
 			`x.yaml:1: cuda_version: invalid CUDA version "twelve" (expected MAJOR.MINOR, e.g. 12.4)`},
 		{"flow style field", "devices: [{model: h100-sxm5-80gb, count: 0}]\n",

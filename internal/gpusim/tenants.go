@@ -25,6 +25,8 @@ type rawTenant struct {
 	SmUtil       *rawSignal `yaml:"sm_util"`
 	MemoryUtil   *rawSignal `yaml:"memory_util"`
 	Memory       *rawSignal `yaml:"memory"`
+	// Host is what procfs tells of the process (hoststats.go).
+	Host *rawTenantHost `yaml:"host"`
 }
 
 // Process types as the scenario names them.
@@ -43,6 +45,7 @@ type tenantSpec struct {
 	pid                         uint32
 	start, stop, every, restart float64
 	smUtil, memUtil, memory     *signal
+	host                        *tenantHost // nil: procfs knows nothing of it
 }
 
 var memoryMiBKind = sigKind{0, 1 << 21, "MiB"}
@@ -174,6 +177,7 @@ func validateTenants(l *errList, raws []rawTenant, sc *Scenario) {
 		ts.smUtil = validateSignal(l, p+".sm_util", r.SmUtil, percentKind)
 		ts.memUtil = validateSignal(l, p+".memory_util", r.MemoryUtil, percentKind)
 		ts.memory = validateSignal(l, p+".memory", r.Memory, memoryMiBKind)
+		ts.host = validateTenantHost(l, p+".host", r.Host)
 		if dev != nil {
 			capMiB := float64(dev.totalMiB() - dev.reservedMiB())
 			if ts.migInstance >= 0 {
