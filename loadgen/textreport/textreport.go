@@ -24,8 +24,23 @@ func WriteCSVFile(path string, d *report.Document) error {
 	return nil
 }
 
+// gpuColumns are the CSV's columns of the GPU side of a run (report.RunGPU),
+// empty for a run without one.
+var gpuColumns = []struct {
+	name string
+	get  func(*report.RunGPU) float64
+}{
+	{"gpu.peak_memory_used_bytes", func(g *report.RunGPU) float64 { return g.PeakMemoryUsedBytes }},
+	{"gpu.mean_utilization_ratio", func(g *report.RunGPU) float64 { return g.MeanUtilizationRatio }},
+	{"gpu.mean_power_watts", func(g *report.RunGPU) float64 { return g.MeanPowerWatts }},
+	{"gpu.energy_joules", func(g *report.RunGPU) float64 { return g.EnergyJoules }},
+	{"gpu.output_tokens_per_joule", func(g *report.RunGPU) float64 { return g.OutputTokensPerJoule }},
+	{"gpu.energy_per_request_joules", func(g *report.RunGPU) float64 { return g.EnergyPerRequestJoules }},
+}
+
 // WriteCSV writes one row per run: name, level, repeat, aggregate, every
-// metric, then the error counts by class.
+// metric, the error counts by class, then the GPU side (empty cells for a
+// run the exporter was not read for).
 func WriteCSV(w io.Writer, d *report.Document) error {
 	cw := csv.NewWriter(w)
 	head := []string{"name", "level", "repeat", "aggregate"}
@@ -34,6 +49,9 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	}
 	for _, c := range report.ErrorClasses {
 		head = append(head, "errors."+c)
+	}
+	for _, c := range gpuColumns {
+		head = append(head, c.name)
 	}
 	if err := cw.Write(head); err != nil {
 		return err
@@ -46,6 +64,13 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 		}
 		for _, c := range report.ErrorClasses {
 			row = append(row, strconv.Itoa(r.Summary.Errors[c]))
+		}
+		for _, c := range gpuColumns {
+			if r.GPU == nil {
+				row = append(row, "")
+			} else {
+				row = append(row, ff(c.get(r.GPU)))
+			}
 		}
 		if err := cw.Write(row); err != nil {
 			return err

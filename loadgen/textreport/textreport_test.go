@@ -27,6 +27,8 @@ func TestWriteCSV(t *testing.T) {
 		rep(1, 10, 0.1, 0.15, map[string]int{report.ErrHTTP429: 4}),
 		{Name: `odd, "name"`, Level: 2.5, Aggregate: true},
 	}}
+	doc.Runs[0].GPU = &report.RunGPU{PeakMemoryUsedBytes: 37e9, MeanUtilizationRatio: 0.5, MeanPowerWatts: 210,
+		EnergyJoules: 2100, OutputTokensPerJoule: 2, EnergyPerRequestJoules: 100}
 	var buf bytes.Buffer
 	if err := WriteCSV(&buf, doc); err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("%d rows, want header + 2", len(rows))
 	}
 	head := rows[0]
-	want := 4 + len(report.Scalars) + len(report.ErrorClasses)
+	want := 4 + len(report.Scalars) + len(report.ErrorClasses) + len(gpuColumns)
 	if len(head) != want || len(rows[1]) != want || len(rows[2]) != want {
 		t.Fatalf("columns: header %d, rows %d %d, want %d", len(head), len(rows[1]), len(rows[2]), want)
 	}
@@ -52,7 +54,7 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("no column %q in %v", name, head)
 		return -1
 	}
-	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "errors.parse" {
+	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "gpu.energy_per_request_joules" {
 		t.Errorf("header = %v", head)
 	}
 	for _, c := range []struct {
@@ -65,6 +67,9 @@ func TestWriteCSV(t *testing.T) {
 		{1, "ttft_seconds.p50", "0.05"}, {1, "ttft_seconds.max", "0.15"}, {1, "cost.total_usd", "0.01"},
 		{1, "errors.http_429", "4"}, {1, "errors.timeout", "0"},
 		{2, "name", `odd, "name"`}, {2, "level", "2.5"}, {2, "aggregate", "true"}, {2, "e2e_seconds.p99", "0"},
+		{1, "errors.parse", "0"}, {1, "gpu.peak_memory_used_bytes", "3.7e+10"}, {1, "gpu.mean_utilization_ratio", "0.5"},
+		{1, "gpu.mean_power_watts", "210"}, {1, "gpu.energy_joules", "2100"}, {1, "gpu.output_tokens_per_joule", "2"},
+		{1, "gpu.energy_per_request_joules", "100"}, {2, "gpu.energy_joules", ""}, {2, "gpu.output_tokens_per_joule", ""},
 	} {
 		if got := rows[c.row][col(c.col)]; got != c.want {
 			t.Errorf("row %d %s = %q, want %q", c.row, c.col, got, c.want)
