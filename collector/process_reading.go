@@ -113,6 +113,7 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 
 	// Utilisation samples: unsupported in MIG mode.
 	if mig == nil || !mig.enabled {
+		t.timeline.maxCover = uint64(interval.Microseconds())
 		since := t.timeline.lastSeen
 		if since == 0 {
 			since = uint64(now.Add(-interval).UnixMicro())

@@ -23,6 +23,11 @@ type utilTimeline struct {
 	lastSeen uint64            // newest sample timestamp accepted, µs; 0 before any
 	prev     map[uint32]uint64 // newest sample timestamp per pid
 	period   uint64            // smallest gap between two samples of one pid, µs; 0 unknown
+	// maxCover bounds what one sample covers while period is unknown (the
+	// sampler interval, µs; 0: no bound): the first sample of a process
+	// whose clock is ahead of ours (a simulated fleet started in the
+	// future) must not count the whole difference as busy time.
+	maxCover uint64
 }
 
 // pidUtil is one process's activity over one cycle. The sums are ratio ×
@@ -102,6 +107,8 @@ func (tl *utilTimeline) add(samples []nvml.ProcessUtilizationSample, since uint6
 		if tl.period > 0 && s.TimeStamp > tl.period {
 			// A sample covers at most one period, even after a gap.
 			start = max(start, s.TimeStamp-tl.period)
+		} else if tl.period == 0 && tl.maxCover > 0 && s.TimeStamp > tl.maxCover {
+			start = max(start, s.TimeStamp-tl.maxCover)
 		}
 		start = max(start, since)
 		sec := float64(s.TimeStamp-start) / 1e6

@@ -30,9 +30,34 @@ func TestUtilTimelineAggregation(t *testing.T) {
 		lastSeen  uint64
 	}
 	tests := []struct {
-		name   string
-		cycles []cycle
+		name     string
+		maxCover uint64 // µs; the sampler interval
+		cycles   []cycle
 	}{
+		{
+			// A simulated fleet started in the future: its first sample is
+			// 30 minutes after the time asked from. With the period not yet
+			// known the sample covers one sampler interval (1 s), not 30
+			// minutes; once known, the period bounds it.
+			name:     "first sample far ahead of since",
+			maxCover: 1_000_000,
+			cycles: []cycle{
+				{
+					since:    t0 - 1_800_000_000,
+					samples:  []nvml.ProcessUtilizationSample{smp(1, 0, 50, 0)},
+					pids:     map[uint32]wantPid{1: {covered: 1, sm: 0.5, attributed: 0.5, active: true}},
+					busy:     0.5,
+					lastSeen: t0,
+				},
+				{
+					since:    t0,
+					samples:  []nvml.ProcessUtilizationSample{smp(1, 250, 100, 0), smp(1, 500, 100, 0)},
+					pids:     map[uint32]wantPid{1: {covered: 0.5, sm: 0.5, attributed: 0.5, active: true}},
+					busy:     0.5,
+					lastSeen: t0 + 500_000,
+				},
+			},
+		},
 		{
 			name: "lone tenant across two cycles, out of order",
 			cycles: []cycle{
@@ -124,7 +149,7 @@ func TestUtilTimelineAggregation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var tl utilTimeline
+			tl := utilTimeline{maxCover: tc.maxCover}
 			for i, c := range tc.cycles {
 				got := tl.add(c.samples, c.since)
 				if got.busy != c.busy || got.contended != c.contended {
