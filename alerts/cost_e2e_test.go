@@ -90,7 +90,7 @@ func TestCostDashboardOnMixedFleet(t *testing.T) {
 	// last evaluations, 7.5 s (5 min scaled) before a second ago, are full
 	// (a rate() over a window only partly covered by samples is too low).
 	began := time.Now()
-	ready := poll(ctx, 250*time.Millisecond, func() bool {
+	ready := testenv.Poll(ctx, 250*time.Millisecond, func() bool {
 		n, err := promQuery(ctx, addr, `min(count_over_time(gpulens_gpu_busy_seconds_total[11s]))`, time.Now())
 		if err != nil || len(n) != 1 || n[0].value < 27 {
 			return false

@@ -773,7 +773,7 @@ func runScenarios(ctx context.Context, t *testing.T, exporterBin, promBin, rules
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address=127.0.0.1:0",
 		"--query.lookback-delta="+scaledProm(5*time.Minute, k))
 	promAddr := prom.MustAddress(ctx, t)
-	if !poll(ctx, 50*time.Millisecond, func() bool { return httpOK(ctx, "http://"+promAddr+"/-/ready") }) {
+	if !testenv.Poll(ctx, 50*time.Millisecond, func() bool { return httpOK(ctx, "http://"+promAddr+"/-/ready") }) {
 		t.Fatalf("Prometheus not ready: %v", ctx.Err())
 	}
 	if time.Now().After(t0) {
@@ -932,22 +932,6 @@ func checkEpisodes(got []episode, want []wantAlert, xids []xidEvent, critical ma
 		errorf("unexpected: %s", e)
 	}
 	return problems
-}
-
-// poll calls f every interval until it returns true or ctx ends.
-func poll(ctx context.Context, interval time.Duration, f func() bool) bool {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		if f() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
 }
 
 func httpOK(ctx context.Context, u string) bool {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,13 +28,9 @@ func compareReports(paths []string, html, format string, w io.Writer, logger *sl
 	if len(paths) < 2 {
 		return usageError{fmt.Errorf("compare needs at least two reports, got %d", len(paths))}
 	}
-	read, err := readReports(paths)
+	inputs, err := readReports(paths)
 	if err != nil {
 		return err
-	}
-	inputs := make([]compare.Input, len(read))
-	for i, r := range read {
-		inputs[i] = compare.Input{Name: r.Name, Doc: r.Doc}
 	}
 	res, err := compare.Compare(inputs)
 	if err != nil {
@@ -50,13 +45,5 @@ func compareReports(paths []string, html, format string, w io.Writer, logger *sl
 		}
 		logger.Info("HTML comparison written", "html", html)
 	}
-	if format == "json" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append(b, '\n'))
-		return err
-	}
-	return res.WriteText(w)
+	return writeResult(w, format, res, res.WriteText)
 }

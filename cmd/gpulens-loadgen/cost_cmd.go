@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -61,27 +60,28 @@ func campaignCost(paths []string, c cost.Campaign, format string, w io.Writer) e
 	if err != nil {
 		return usageError{flagged(costFlagNames, err)}
 	}
-	if format == "json" {
-		b, err := json.MarshalIndent(cc, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append(b, '\n'))
+	return writeResult(w, format, cc, cc.WriteText)
+}
+
+// writeResult writes v to w as indented JSON (format "json") or with text.
+func writeResult(w io.Writer, format string, v any, text func(io.Writer) error) error {
+	if format != "json" {
+		return text(w)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
 		return err
 	}
-	return cc.WriteText(w)
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // readReports reads every report named; an unreadable one is a usage
 // error naming its file.
-func readReports(paths []string) ([]cost.Input, error) {
-	var out []cost.Input
-	for _, p := range paths {
-		d, err := report.Read(p)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("%s: %w", p, err)}
-		}
-		out = append(out, cost.Input{Name: p, Doc: d})
+func readReports(paths []string) ([]report.Named, error) {
+	in, err := report.ReadAll(paths)
+	if err != nil {
+		return nil, usageError{err}
 	}
-	return out, nil
+	return in, nil
 }

@@ -145,7 +145,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("targets up", func(t *testing.T) {
 		var up map[string]float64
-		ok := poll(runCtx, 500*time.Millisecond, func() bool {
+		ok := testenv.Poll(runCtx, 500*time.Millisecond, func() bool {
 			res, err := api.query(runCtx, "up")
 			if err != nil {
 				return false
@@ -165,7 +165,7 @@ func TestStack(t *testing.T) {
 	t.Run("alerts", func(t *testing.T) {
 		key := func(name, gpu string) string { return name + "{gpu=" + gpu + "}" }
 		firing := map[string]bool{}
-		ok := poll(runCtx, time.Second, func() bool {
+		ok := testenv.Poll(runCtx, time.Second, func() bool {
 			as, err := api.alerts(runCtx)
 			if err != nil {
 				return false
@@ -212,7 +212,7 @@ func TestStack(t *testing.T) {
 				t.Errorf("needsHistory names %s, which no dashboard has", where)
 			}
 		}
-		poll(runCtx, time.Second, func() bool {
+		testenv.Poll(runCtx, time.Second, func() bool {
 			for expr := range empty {
 				if res, err := api.query(runCtx, expr); err == nil && len(res) > 0 {
 					delete(empty, expr)
@@ -233,7 +233,7 @@ func TestStack(t *testing.T) {
 		// report written, serving its final counts until Ctrl-C, so that
 		// Prometheus scrapes every request of the report however slowly
 		// the machine runs.
-		poll(runCtx, 100*time.Millisecond, func() bool {
+		testenv.Poll(runCtx, 100*time.Millisecond, func() bool {
 			return strings.Contains(loadgen.Log(), lingerMsg) || loadgen.Exited()
 		})
 		if !strings.Contains(loadgen.Log(), lingerMsg) {
@@ -300,7 +300,7 @@ func compareTTFT(ctx context.Context, t *testing.T, api promClient, run report.R
 	}
 	const countQ = `last_over_time(gpulens_loadgen_time_to_first_token_seconds_count` + sel
 	var count float64
-	poll(ctx, 500*time.Millisecond, func() bool {
+	testenv.Poll(ctx, 500*time.Millisecond, func() bool {
 		res, err := api.query(ctx, countQ)
 		if err == nil && len(res) == 1 {
 			count = res[0].Value

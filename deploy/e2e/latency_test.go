@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -109,7 +110,7 @@ func comparePercentiles(ctx context.Context, t *testing.T, api promClient, run r
 	rule := func(h latencyHistogram, name string) string {
 		return "target_model:" + h.metric + ":" + name + "_rate5m"
 	}
-	if !poll(ctx, 200*time.Millisecond, func() bool {
+	if !testenv.Poll(ctx, 200*time.Millisecond, func() bool {
 		res, err := api.query(ctx, `timestamp(`+rule(latencyHistograms[len(latencyHistograms)-1], "p99")+`)`)
 		return err == nil && len(res) == 1 && res[0].Value > lastScrape+1
 	}) {

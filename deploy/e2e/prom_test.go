@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -254,20 +253,4 @@ func (c promClient) alerts(ctx context.Context) ([]alert, error) {
 	}
 	err := c.get(ctx, "/api/v1/alerts", nil, &data)
 	return data.Alerts, err
-}
-
-// poll calls f every interval until it returns true or ctx ends.
-func poll(ctx context.Context, interval time.Duration, f func() bool) bool {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if f() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Log is a program's output, safe to write from the program and read from
@@ -99,4 +100,21 @@ func Scrape(ctx context.Context, url, accept string) ([]byte, error) {
 		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
 	}
 	return body, nil
+}
+
+// Poll calls f every interval until it returns true (true) or ctx ends
+// (false). f runs at once, then after each interval.
+func Poll(ctx context.Context, interval time.Duration, f func() bool) bool {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if f() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }

@@ -306,3 +306,18 @@ func TestCached(t *testing.T) {
 		t.Errorf("a missing package: %v", err)
 	}
 }
+
+// TestPoll: Poll calls f at once and then every interval until it is true,
+// and gives up (false) when the context ends.
+func TestPoll(t *testing.T) {
+	calls := 0
+	if !Poll(context.Background(), time.Millisecond, func() bool { calls++; return calls == 3 }) || calls != 3 {
+		t.Errorf("Poll = false or %d calls, want true after 3", calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls = 0
+	if Poll(ctx, time.Hour, func() bool { calls++; return false }) || calls != 1 {
+		t.Errorf("Poll on an ended context: true or %d calls, want false after 1", calls)
+	}
+}

@@ -23,10 +23,7 @@ import (
 )
 
 // Input is one report; Name (its file) names it in the result.
-type Input struct {
-	Name string
-	Doc  *report.Document
-}
+type Input = report.Named
 
 // Directions: which way a metric is better.
 const (

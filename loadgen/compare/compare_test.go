@@ -157,7 +157,7 @@ func TestCompareSweeps(t *testing.T) {
 		4:  {{40, 0.30, 21, 3, 0.02}, {42, 0.31, 21, 3, 0.03}, {44, 0.32, 21, 3, 0.04}},
 		16: {{10, 1, 1, 1, 1}},
 	}, 0.8, true)
-	res, err := Compare([]Input{{"h100.json", a}, {"l4.json", b}})
+	res, err := Compare([]Input{{Name: "h100.json", Doc: a}, {Name: "l4.json", Doc: b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestCompareSingleRunsAndMissingSides(t *testing.T) {
 	a := sweep("m", map[float64][]rep{1: {{10, 0.1, 40, 2, 0.05}}}, 2, true)
 	b := sweep("m", map[float64][]rep{1: {{11, 0.1, 0, 0, 0}}}, 0, false)
 	b.Runs[0].Settings.SLO.TTFTSeconds = 0.5
-	res, err := Compare([]Input{{"a.json", a}, {"b.json", b}})
+	res, err := Compare([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestCompareAggregateOnly(t *testing.T) {
 	a := sweep("m", map[float64][]rep{1: {{10, 0.1, 0, 0, 0}, {12, 0.1, 0, 0, 0}, {14, 0.1, 0, 0, 0}}}, 0, false)
 	a.Runs = a.Runs[3:]
 	b := sweep("m", map[float64][]rep{1: {{20, 0.1, 0, 0, 0}, {22, 0.1, 0, 0, 0}, {24, 0.1, 0, 0, 0}}}, 0, false)
-	res, err := Compare([]Input{{"a.json", a}, {"b.json", b}})
+	res, err := Compare([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestCompareConfigWarnings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := base()
 			tc.edit(b)
-			res, err := Compare([]Input{{"a.json", base()}, {"b.json", b}})
+			res, err := Compare([]Input{{Name: "a.json", Doc: base()}, {Name: "b.json", Doc: b}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +382,7 @@ func TestCompareThree(t *testing.T) {
 	mk := func(tput float64) *report.Document {
 		return sweep("m", map[float64][]rep{1: {{tput, 0.1, 0, 0, 0}, {tput + 1, 0.1, 0, 0, 0}, {tput + 2, 0.1, 0, 0, 0}}}, 0, false)
 	}
-	res, err := Compare([]Input{{"a", mk(10)}, {"b", mk(20)}, {"c", mk(10.5)}})
+	res, err := Compare([]Input{{Name: "a", Doc: mk(10)}, {Name: "b", Doc: mk(20)}, {Name: "c", Doc: mk(10.5)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,11 +409,11 @@ func TestCompareErrors(t *testing.T) {
 		inputs []Input
 		want   string
 	}{
-		{"one report", []Input{{"a.json", ok}}, "compare needs at least two reports, got 1"},
-		{"no runs", []Input{{"a.json", ok}, {"empty.json", &report.Document{}}}, "report empty.json has no runs: nothing to compare"},
-		{"no common level", []Input{{"a.json", ok}, {"b.json", other}}, "a.json and b.json share no level (a.json: c=1; b.json: c=4)"},
-		{"modes differ", []Input{{"a.json", ok}, {"o.json", open}}, "a.json is closed-loop and o.json open-loop: their levels (a.json: c=1, o.json: 1/s)"},
-		{"mixed modes", []Input{{"a.json", ok}, {"x.json", mixed}}, "report x.json mixes closed-loop and open-loop runs"},
+		{"one report", []Input{{Name: "a.json", Doc: ok}}, "compare needs at least two reports, got 1"},
+		{"no runs", []Input{{Name: "a.json", Doc: ok}, {Name: "empty.json", Doc: &report.Document{}}}, "report empty.json has no runs: nothing to compare"},
+		{"no common level", []Input{{Name: "a.json", Doc: ok}, {Name: "b.json", Doc: other}}, "a.json and b.json share no level (a.json: c=1; b.json: c=4)"},
+		{"modes differ", []Input{{Name: "a.json", Doc: ok}, {Name: "o.json", Doc: open}}, "a.json is closed-loop and o.json open-loop: their levels (a.json: c=1, o.json: 1/s)"},
+		{"mixed modes", []Input{{Name: "a.json", Doc: ok}, {Name: "x.json", Doc: mixed}}, "report x.json mixes closed-loop and open-loop runs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Compare(tc.inputs); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -449,7 +449,7 @@ func TestCompareNothingCompleted(t *testing.T) {
 		b.Runs[i].Summary.RequestsCompleted = 0
 		b.Runs[i].Summary.TTFT, b.Runs[i].Summary.ITL = report.Dist{}, report.Dist{}
 	}
-	res, err := Compare([]Input{{"a.json", a}, {"b.json", b}})
+	res, err := Compare([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,10 +41,7 @@ type Campaign struct {
 
 // Input is one report of the campaign; Name (its file) appears in errors
 // and in the result.
-type Input struct {
-	Name string
-	Doc  *report.Document
-}
+type Input = report.Named
 
 // CampaignCost is what the campaign cost, as on the invoice: the instance
 // time of every report (failed, interrupted and repeated runs included),

@@ -47,7 +47,7 @@ func TestCampaignWorkedExample(t *testing.T) {
 		{"with setup and retries", Campaign{SetupHours: 1.5, RetryHours: 0.5, BillingIncrement: time.Second}, 6, 3.60, 0.30, 0.0003},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []Input{{"a.json", a}, {"b.json", b}})
+			cc, err := Sum(tc.c, []Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestCampaignBilling(t *testing.T) {
 		{"price and GPU override", Campaign{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5, GPUs: 8}, 2, 8, "options"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []Input{{"x.json", d}})
+			cc, err := Sum(tc.c, []Input{{Name: "x.json", Doc: d}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestCampaignHoursFromRuns(t *testing.T) {
 	d := doc("", 0, 1, 1, []int{100, 300}, []int{5, 0})
 	d.Runs = append(d.Runs, report.Run{Name: "c=1 (mean of 2)", Level: 1, Aggregate: true,
 		Settings: d.Runs[0].Settings, Summary: report.Summary{RequestsCompleted: 400, DurationSeconds: 1740}})
-	cc, err := Sum(Campaign{}, []Input{{"r.json", d}})
+	cc, err := Sum(Campaign{}, []Input{{Name: "r.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCampaignNotes(t *testing.T) {
 	d := doc("n", time.Hour, 2, 1, []int{0}, []int{10})
 	d.Metadata.Interrupted = true
 	d.Runs[0].Settings.Cost.OverheadHours = 1
-	cc, err := Sum(Campaign{}, []Input{{"n.json", d}})
+	cc, err := Sum(Campaign{}, []Input{{Name: "n.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,22 +149,22 @@ func TestCampaignErrors(t *testing.T) {
 		inputs []Input
 		want   string
 	}{
-		{"negative setup", Campaign{SetupHours: -1}, []Input{{"ok.json", ok}}, "SetupHours must be a non-negative number, got -1"},
-		{"negative retries", Campaign{RetryHours: -0.5}, []Input{{"ok.json", ok}}, "RetryHours must be a non-negative number"},
-		{"NaN storage", Campaign{StorageUSD: math.NaN()}, []Input{{"ok.json", ok}}, "StorageUSD must be a non-negative number"},
-		{"infinite egress", Campaign{EgressUSD: math.Inf(1)}, []Input{{"ok.json", ok}}, "EgressUSD must be a non-negative number"},
-		{"negative price", Campaign{GPUHourlyUSD: -2}, []Input{{"ok.json", ok}}, "GPUHourlyUSD must be a non-negative number"},
-		{"negative GPUs", Campaign{GPUs: -1}, []Input{{"ok.json", ok}}, "GPUs must not be negative"},
-		{"negative increment", Campaign{BillingIncrement: -time.Second}, []Input{{"ok.json", ok}}, "BillingIncrement must not be negative"},
-		{"negative minimum", Campaign{MinimumCharge: -time.Second}, []Input{{"ok.json", ok}}, "MinimumCharge must not be negative"},
+		{"negative setup", Campaign{SetupHours: -1}, []Input{{Name: "ok.json", Doc: ok}}, "SetupHours must be a non-negative number, got -1"},
+		{"negative retries", Campaign{RetryHours: -0.5}, []Input{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
+		{"NaN storage", Campaign{StorageUSD: math.NaN()}, []Input{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
+		{"infinite egress", Campaign{EgressUSD: math.Inf(1)}, []Input{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
+		{"negative price", Campaign{GPUHourlyUSD: -2}, []Input{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD must be a non-negative number"},
+		{"negative GPUs", Campaign{GPUs: -1}, []Input{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
+		{"negative increment", Campaign{BillingIncrement: -time.Second}, []Input{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
+		{"negative minimum", Campaign{MinimumCharge: -time.Second}, []Input{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},
 		{"no reports", Campaign{}, nil, "no report given"},
-		{"no runs", Campaign{}, []Input{{"ok.json", ok}, {"empty.json", &report.Document{}}}, "report empty.json has no runs"},
-		{"only an aggregate", Campaign{}, []Input{{"agg.json", &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
-		{"same run twice", Campaign{}, []Input{{"ok.json", ok}, {"copy.json", ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
-		{"no price", Campaign{}, []Input{{"free.json", doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
-		{"prices differ", Campaign{}, []Input{{"ok.json", ok}, {"dear.json", doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
-		{"GPU counts differ", Campaign{}, []Input{{"ok.json", ok}, {"eight.json", doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
-		{"bad duration", Campaign{}, []Input{{"nan.json", func() *report.Document {
+		{"no runs", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "empty.json", Doc: &report.Document{}}}, "report empty.json has no runs"},
+		{"only an aggregate", Campaign{}, []Input{{Name: "agg.json", Doc: &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
+		{"same run twice", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "copy.json", Doc: ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
+		{"no price", Campaign{}, []Input{{Name: "free.json", Doc: doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
+		{"prices differ", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
+		{"GPU counts differ", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "eight.json", Doc: doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
+		{"bad duration", Campaign{}, []Input{{Name: "nan.json", Doc: func() *report.Document {
 			d := doc("nan", time.Hour, 1, 1, []int{1}, []int{0})
 			d.Runs[0].Summary.DurationSeconds = -3
 			return d
@@ -178,14 +178,14 @@ func TestCampaignErrors(t *testing.T) {
 		})
 	}
 	// Differing prices are fine when the options override them.
-	if _, err := Sum(Campaign{GPUHourlyUSD: 2, GPUs: 1}, []Input{{"ok.json", ok}, {"dear.json", doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
+	if _, err := Sum(Campaign{GPUHourlyUSD: 2, GPUs: 1}, []Input{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
 		t.Errorf("override: %v", err)
 	}
 }
 
 func TestCampaignTextAndJSON(t *testing.T) {
 	d := doc("w", 4*time.Hour, 0.60, 1, []int{12000}, []int{0})
-	cc, err := Sum(Campaign{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []Input{{"w.json", d}})
+	cc, err := Sum(Campaign{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []Input{{Name: "w.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,10 +28,7 @@ import (
 
 // Input is one shard's report and the name (file) it came from, for
 // error messages.
-type Input struct {
-	Name string
-	Doc  *report.Document
-}
+type Input = report.Named
 
 // embedRequests names Options.EmbedRequests, and the load generator's
 // option of the same name, in errors.
@@ -66,13 +63,9 @@ type runKey struct {
 
 // Files reads the reports at paths and merges them.
 func Files(paths []string, opt Options) (*report.Document, error) {
-	in := make([]Input, 0, len(paths))
-	for _, path := range paths {
-		d, err := report.Read(path)
-		if err != nil {
-			return nil, err
-		}
-		in = append(in, Input{Name: path, Doc: d})
+	in, err := report.ReadAll(paths)
+	if err != nil {
+		return nil, err
 	}
 	return Merge(in, opt)
 }

@@ -167,25 +167,25 @@ func TestMergeRejects(t *testing.T) {
 		want string
 	}{
 		{"none", nil, "no input reports"},
-		{"no records", []Input{{"a.json", noRecs}}, "a.json: run \"rate=1\" has no per-request records (run the shards with Shard, or EmbedRequests)"},
-		{"duplicate shard", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("0/2", rec, 1)}}, "b.json: shard 0/2 also in a.json"},
-		{"shard counts", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
-		{"seeds", []Input{{"a.json", run("0/2", rec, 1)}, {"b.json", run("1/2", rec, 2)}}, "b.json: seed 2"},
-		{"no runs", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "run"}}}}, "a.json: no runs to merge"},
-		{"merged without shards", []Input{{"a.json", &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: merged report without metadata.shards"},
-		{"merged without records", []Input{{"a.json", mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
-		{"foreign record", []Input{{"a.json", run("1/2", rec, 1)}}, "a.json: run \"rate=1\": request 0 is not in shards [1/2]"},
+		{"no records", []Input{{Name: "a.json", Doc: noRecs}}, "a.json: run \"rate=1\" has no per-request records (run the shards with Shard, or EmbedRequests)"},
+		{"duplicate shard", []Input{{Name: "a.json", Doc: run("0/2", rec, 1)}, {Name: "b.json", Doc: run("0/2", rec, 1)}}, "b.json: shard 0/2 also in a.json"},
+		{"shard counts", []Input{{Name: "a.json", Doc: run("0/2", rec, 1)}, {Name: "b.json", Doc: run("1/3", rec, 1)}}, "b.json: shard 1/3, but a.json has 2 shards"},
+		{"seeds", []Input{{Name: "a.json", Doc: run("0/2", rec, 1)}, {Name: "b.json", Doc: run("1/2", rec, 2)}}, "b.json: seed 2"},
+		{"no runs", []Input{{Name: "a.json", Doc: &report.Document{Metadata: report.Metadata{Command: "run"}}}}, "a.json: no runs to merge"},
+		{"merged without shards", []Input{{Name: "a.json", Doc: &report.Document{Metadata: report.Metadata{Command: "merge"}}}}, "a.json: merged report without metadata.shards"},
+		{"merged without records", []Input{{Name: "a.json", Doc: mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
+		{"foreign record", []Input{{Name: "a.json", Doc: run("1/2", rec, 1)}}, "a.json: run \"rate=1\": request 0 is not in shards [1/2]"},
 	} {
 		if _, err := Merge(tc.in, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	a, b := run("0/2", rec, 1), run("1/2", []report.Record{{Index: 1, Sent: 1, End: 2}}, 1)
-	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{}); err != nil {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{}); err != nil {
 		t.Fatalf("valid shards: %v", err)
 	}
 	b.Runs[0].Settings.Rate = 2
-	if _, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{}); err == nil || !strings.Contains(err.Error(), "settings differ") {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{}); err == nil || !strings.Contains(err.Error(), "settings differ") {
 		t.Errorf("different rates: %v", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestMergeMultiTurnShards(t *testing.T) {
 	}
 	a := run("0/2", []report.Record{turn(0, 0, 1, 100), turn(1, 0, 2, 40)})
 	b := run("1/2", []report.Record{turn(2, 1, 1, 300), turn(3, 1, 2, 60)})
-	doc, err := Merge([]Input{{"a.json", a}, {"b.json", b}}, Options{})
+	doc, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{})
 	if err != nil {
 		t.Fatalf("multi-turn shards: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestMergeMultiTurnShards(t *testing.T) {
 	}
 	// Conversation 1 claimed by shard 0/2: rejected.
 	bad := run("0/2", []report.Record{turn(2, 1, 1, 300)})
-	if _, err := Merge([]Input{{"a.json", bad}}, Options{}); err == nil || !strings.Contains(err.Error(), "request 2 is not in shards [0/2]") {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: bad}}, Options{}); err == nil || !strings.Contains(err.Error(), "request 2 is not in shards [0/2]") {
 		t.Errorf("foreign conversation: err = %v", err)
 	}
 }

@@ -317,6 +317,27 @@ type Cost struct {
 	BilledHours               float64 `json:"billed_hours"`
 }
 
+// Named is a report and the name (its file) it is known by in errors and
+// results: the input of merge, cost and compare.
+type Named struct {
+	Name string
+	Doc  *Document
+}
+
+// ReadAll reads the reports at paths, each named by its path; the error
+// names the file that could not be read.
+func ReadAll(paths []string) ([]Named, error) {
+	out := make([]Named, 0, len(paths))
+	for _, p := range paths {
+		d, err := Read(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, Named{Name: p, Doc: d})
+	}
+	return out, nil
+}
+
 // Read parses the report at path.
 func Read(path string) (*Document, error) {
 	b, err := os.ReadFile(path)

@@ -133,8 +133,8 @@ func (b *blockHasher) word(w []byte) {
 	}
 }
 
-// walkWords calls fn with every word of a message content or prompt, as
-// countPromptTokens counts them: whitespace-separated words of a string,
+// walkWords calls fn with every word of a message content or prompt (what
+// countPromptTokens counts): whitespace-separated words of a string,
 // of an array of strings or of content parts' "text", and each token id
 // of an array of ids (its decimal text).
 func walkWords(raw json.RawMessage, fn func([]byte)) {

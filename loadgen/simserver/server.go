@@ -550,42 +550,9 @@ func validateContent(raw json.RawMessage) error {
 
 // countPromptTokens counts whitespace-separated words in a message content
 // or prompt: a string, an array of strings or of content parts ({"text":
-// …}), or an array of token ids (one token each).
+// …}), or an array of token ids (one token each); see walkWords.
 func countPromptTokens(raw json.RawMessage) int {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return 0
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return len(bytes.Fields([]byte(s)))
-		}
-	case '[':
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return 0
-		}
-		n := 0
-		for _, it := range items {
-			it = bytes.TrimSpace(it)
-			switch {
-			case len(it) == 0:
-			case it[0] == '{':
-				var part struct {
-					Text string `json:"text"`
-				}
-				if json.Unmarshal(it, &part) == nil {
-					n += len(bytes.Fields([]byte(part.Text)))
-				}
-			case it[0] == '"' || it[0] == '[':
-				n += countPromptTokens(it)
-			default:
-				n++ // a token id
-			}
-		}
-		return n
-	}
-	return 0
+	n := 0
+	walkWords(raw, func([]byte) { n++ })
+	return n
 }
