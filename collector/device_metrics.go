@@ -5,6 +5,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpulens/gpulens/internal/clockevent"
 )
 
 // describer implements Describe for collectors with a fixed set of descs.
@@ -190,22 +192,6 @@ var clockTypes = []struct {
 	{"memory", nvml.CLOCK_MEM},
 }
 
-// clockEventReasons maps NVML's clock-event bits to label values.
-var clockEventReasons = []struct {
-	name string
-	bit  uint64
-}{
-	{"idle", 0x1},
-	{"applications_clocks_setting", 0x2},
-	{"sw_power_cap", 0x4},
-	{"hw_slowdown", 0x8},
-	{"sync_boost", 0x10},
-	{"sw_thermal_slowdown", 0x20},
-	{"hw_thermal_slowdown", 0x40},
-	{"hw_power_brake_slowdown", 0x80},
-	{"display_clock_setting", 0x100},
-}
-
 type clocksCollector struct{ describer }
 
 func newClocksCollector() Collector {
@@ -235,8 +221,8 @@ func (s *clocksSampler) Sample(r *Reader, e *Emitter, _ time.Time) {
 		}
 	}
 	if bits, ok := Call(r, "GetCurrentClocksEventReasons", r.Device.GetCurrentClocksEventReasons); ok {
-		for _, reason := range clockEventReasons {
-			e.Bool(clockEventDesc, bits&reason.bit != 0, reason.name)
+		for _, reason := range clockevent.All() {
+			e.Bool(clockEventDesc, bits&reason.Bit != 0, reason.Name)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpulens/gpulens/internal/clockevent"
 )
 
 // fakeClock is a manually advanced clock, safe for concurrent use.
@@ -152,12 +154,12 @@ func TestDeviceMetricsExactValues(t *testing.T) {
 		"gpulens_gpu_contended_seconds_total{" + id + "}":                       0,
 		"gpulens_sampler_duration_seconds{}_count":                              2,
 	}
-	for _, r := range clockEventReasons {
+	for _, r := range clockevent.All() {
 		v := 0.0
-		if r.name == "sw_power_cap" || r.name == "sw_thermal_slowdown" {
+		if r.Name == "sw_power_cap" || r.Name == "sw_thermal_slowdown" {
 			v = 1
 		}
-		want["gpulens_gpu_clock_event_active{"+id+",reason="+r.name+"}"] = v
+		want["gpulens_gpu_clock_event_active{"+id+",reason="+r.Name+"}"] = v
 	}
 	for _, m := range sharingModes {
 		want["gpulens_gpu_sharing_mode{"+id+",mode="+m+"}"] = b2f(m == "idle") // no process

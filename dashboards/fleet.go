@@ -1,8 +1,14 @@
 package dashboards
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
-const throttleReasons = `reason=~"sw_power_cap|hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"`
+	"github.com/gpulens/gpulens/internal/clockevent"
+)
+
+// throttleReasons selects the clock-event reasons that slow a GPU down
+// under work (power, thermal, hardware), from the one table of them.
+var throttleReasons = `reason=~"` + clockevent.Regex(clockevent.Reason.Slowdown) + `"`
 
 // fleet is the SRE overview of every GPU.
 func fleet() (dashboard.Dashboard, error) {

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/gpulens/gpulens/internal/clockevent"
 )
 
 // The dashboards' queries run here against Prometheus's own query engine
@@ -104,8 +106,8 @@ func gpuSeries(node, gpu, uuid string, busy, contended, watts float64, active in
 		{"gpulens_gpu_ecc_errors_total", l + `,type="corrected"`, each(0)},
 		{"gpulens_gpu_ecc_errors_total", l + `,type="uncorrected"`, each(0)},
 	}
-	for _, r := range []string{"idle", "sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost"} {
-		out = append(out, series{"gpulens_gpu_clock_event_active", l + `,reason="` + r + `"`, each(0)})
+	for _, r := range clockevent.All() {
+		out = append(out, series{"gpulens_gpu_clock_event_active", l + `,reason="` + r.Name + `"`, each(0)})
 	}
 	return out
 }

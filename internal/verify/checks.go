@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/clockevent"
 	"github.com/gpulens/gpulens/internal/gpuspec"
 )
 
@@ -64,51 +65,39 @@ const (
 
 // Check IDs, stable for tools and tests.
 const (
-	CheckNVML          = "nvml"
-	CheckCUDA          = "cuda"
-	CheckGPUsSeen      = "gpus_seen"
-	CheckDeviceCount   = "device_count"
-	CheckDriver        = "driver_version"
-	CheckCUDAVersion   = "cuda_version"
-	CheckModel         = "model"
-	CheckVRAM          = "vram"
-	CheckVRAMExpected  = "vram_expected"
-	CheckVRAMFree      = "vram_free"
-	CheckVirt          = "virtualization"
-	CheckMIG           = "mig"
-	CheckComputeMode   = "compute_mode"
-	CheckProcesses     = "processes"
-	CheckStolen        = "stolen_time"
-	CheckH2D           = "h2d_bandwidth"
-	CheckD2H           = "d2h_bandwidth"
-	CheckDeviceCopy    = "device_bandwidth"
-	CheckFP32          = "fp32_flops"
-	CheckFP16          = "fp16_tensor_flops"
-	CheckBF16          = "bf16_tensor_flops"
-	CheckLaunch        = "launch_latency"
-	CheckVariability   = "variability"
-	CheckPCIe          = "pcie_link"
-	CheckPCIeExpected  = "pcie_expected"
-	CheckThrottle      = "throttle"
-	CheckPowerLimit    = "power_limit"
-	CheckECCMode       = "ecc_mode"
-	CheckECCErrors     = "ecc_errors"
-	CheckRetirement    = "memory_retirement"
-	CheckProbeErrors   = "probe_errors"
-	notMeasuredPrefix  = "not measured: "
-	hardwareThrottling = ReasonHwSlowdown | ReasonHwThermalSlowdown | ReasonHwPowerBrake
+	CheckNVML         = "nvml"
+	CheckCUDA         = "cuda"
+	CheckGPUsSeen     = "gpus_seen"
+	CheckDeviceCount  = "device_count"
+	CheckDriver       = "driver_version"
+	CheckCUDAVersion  = "cuda_version"
+	CheckModel        = "model"
+	CheckVRAM         = "vram"
+	CheckVRAMExpected = "vram_expected"
+	CheckVRAMFree     = "vram_free"
+	CheckVirt         = "virtualization"
+	CheckMIG          = "mig"
+	CheckComputeMode  = "compute_mode"
+	CheckProcesses    = "processes"
+	CheckStolen       = "stolen_time"
+	CheckH2D          = "h2d_bandwidth"
+	CheckD2H          = "d2h_bandwidth"
+	CheckDeviceCopy   = "device_bandwidth"
+	CheckFP32         = "fp32_flops"
+	CheckFP16         = "fp16_tensor_flops"
+	CheckBF16         = "bf16_tensor_flops"
+	CheckLaunch       = "launch_latency"
+	CheckVariability  = "variability"
+	CheckPCIe         = "pcie_link"
+	CheckPCIeExpected = "pcie_expected"
+	CheckThrottle     = "throttle"
+	CheckPowerLimit   = "power_limit"
+	CheckECCMode      = "ecc_mode"
+	CheckECCErrors    = "ecc_errors"
+	CheckRetirement   = "memory_retirement"
+	CheckProbeErrors  = "probe_errors"
+	notMeasuredPrefix = "not measured: "
 )
-
-// reasonWords says what each clock event reason means.
-var reasonWords = map[string]string{
-	"sw_power_cap":            "power cap (the board's power limit)",
-	"hw_slowdown":             "hardware slowdown",
-	"sw_thermal_slowdown":     "thermal slowdown (the GPU is hot)",
-	"hw_thermal_slowdown":     "hardware thermal slowdown (the GPU overheated)",
-	"hw_power_brake_slowdown": "power brake (the host or PSU asked the GPU to slow down)",
-	"board_limit":             "board limit",
-	"reliability":             "reliability voltage limit",
-}
 
 func check(id, title string, s Status, format string, args ...any) Check {
 	return Check{ID: id, Title: title, Status: s, Reason: fmt.Sprintf(format, args...)}
@@ -548,8 +537,8 @@ func (e *deviceEval) underWhy() string {
 	if n := e.d.NVML; n != nil {
 		if l := n.UnderLoad; l != nil {
 			for _, r := range l.Reasons {
-				if w, ok := reasonWords[r]; ok {
-					why = append(why, w)
+				if reason, ok := clockevent.Lookup(r); ok && reason.Kind != clockevent.KindNone {
+					why = append(why, reason.Words)
 				}
 			}
 		}
@@ -699,20 +688,19 @@ func (e *deviceEval) throttle(figuresOK bool) Check {
 	}
 	var hw, sw []string
 	for _, r := range l.Reasons {
-		bit := reasonBit(r)
-		words, bad := reasonWords[r]
-		if !bad {
+		reason, ok := clockevent.Lookup(r)
+		if !ok || reason.Kind == clockevent.KindNone {
 			continue // idle, application clocks, sync boost, display: benign
 		}
-		desc := fmt.Sprintf("%s in %d of %d samples", words, l.ReasonSamples[r], l.Samples)
+		desc := fmt.Sprintf("%s in %d of %d samples", reason.Words, l.ReasonSamples[r], l.Samples)
 		switch {
-		case bit&hardwareThrottling != 0 || bit == ReasonSwThermalSlowdown:
+		case reason.Hardware || reason.Kind == clockevent.KindThermal:
 			hw = append(hw, desc)
 		default:
 			sw = append(sw, desc)
 		}
 	}
-	capOnly := l.ClockEventReasons&^(ReasonGpuIdle|ReasonApplicationsClocks|ReasonSyncBoost|ReasonDisplayClockSetting) == ReasonSwPowerCap
+	capOnly := l.ClockEventReasons&^(clockevent.GpuIdle|clockevent.ApplicationsClocks|clockevent.SyncBoost|clockevent.DisplayClockSetting) == clockevent.SwPowerCap
 	p := e.d.NVML.Power
 	atDefault := p != nil && p.DefaultW > 0 && p.LimitW >= p.DefaultW*(1-PowerLimitTolerance)
 	switch {
@@ -724,15 +712,6 @@ func (e *deviceEval) throttle(figuresOK bool) Check {
 		return check(id, title, StatusWarn, "%s%s", strings.Join(sw, "; "), clock)
 	}
 	return check(id, title, StatusPass, "no throttling seen in %d samples under load%s", l.Samples, clock)
-}
-
-func reasonBit(name string) uint64 {
-	for _, r := range reasonNames {
-		if r.name == name {
-			return r.bit
-		}
-	}
-	return 0
 }
 
 func (e *deviceEval) powerLimit() Check {

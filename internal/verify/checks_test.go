@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/clockevent"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
@@ -179,7 +180,7 @@ func TestVerdictRules(t *testing.T) {
 					r.FP32FLOPS *= 0.7
 				})
 				l := f.dev.NVML.UnderLoad
-				l.ClockEventReasons = ReasonSwPowerCap
+				l.ClockEventReasons = clockevent.SwPowerCap
 				l.Reasons = []string{"sw_power_cap"}
 				l.ReasonSamples = map[string]int{"sw_power_cap": 20}
 				l.MinSMClockMHz = 1110
@@ -197,8 +198,8 @@ func TestVerdictRules(t *testing.T) {
 			name: "a power cap at the default limit with healthy figures is GPU Boost",
 			change: func(f *fixture) {
 				l := f.dev.NVML.UnderLoad
-				l.ClockEventReasons = ReasonSwPowerCap | ReasonGpuIdle
-				l.Reasons = ReasonNames(l.ClockEventReasons)
+				l.ClockEventReasons = clockevent.SwPowerCap | clockevent.GpuIdle
+				l.Reasons = clockevent.Names(l.ClockEventReasons)
 				l.ReasonSamples = map[string]int{"sw_power_cap": 12, "gpu_idle": 2}
 			},
 			want: []want{{CheckThrottle, StatusPass, []string{"power cap (the board's power limit) in 12 of 24 samples", "normal under a dense kernel"}}},
@@ -208,8 +209,8 @@ func TestVerdictRules(t *testing.T) {
 			name: "a power cap with a low figure warns",
 			change: func(f *fixture) {
 				l := f.dev.NVML.UnderLoad
-				l.ClockEventReasons = ReasonSwPowerCap
-				l.Reasons = ReasonNames(l.ClockEventReasons)
+				l.ClockEventReasons = clockevent.SwPowerCap
+				l.Reasons = clockevent.Names(l.ClockEventReasons)
 				l.ReasonSamples = map[string]int{"sw_power_cap": 24}
 				f.eachResult(func(_ int, r *gpuprobe.Result) { r.FP32FLOPS *= 0.7 })
 			},
@@ -223,8 +224,8 @@ func TestVerdictRules(t *testing.T) {
 			name: "thermal slowdown fails",
 			change: func(f *fixture) {
 				l := f.dev.NVML.UnderLoad
-				l.ClockEventReasons = ReasonHwThermalSlowdown | ReasonSwPowerCap
-				l.Reasons = ReasonNames(l.ClockEventReasons)
+				l.ClockEventReasons = clockevent.HwThermalSlowdown | clockevent.SwPowerCap
+				l.Reasons = clockevent.Names(l.ClockEventReasons)
 				l.ReasonSamples = map[string]int{"hw_thermal_slowdown": 3, "sw_power_cap": 5}
 			},
 			want: []want{{CheckThrottle, StatusFail, []string{"hardware thermal slowdown (the GPU overheated) in 3 of 24 samples", "power cap (the board's power limit) in 5 of 24"}}},

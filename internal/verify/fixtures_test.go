@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gpulens/gpulens/internal/clockevent"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
 )
@@ -75,7 +76,7 @@ func healthyFacts() GPUFacts {
 		Power:        &PowerLimits{LimitW: 700, DefaultW: 700, EnforcedW: 700},
 		Processes:    &ProcessFacts{},
 		UnderLoad: &LoadSamples{Samples: 24, PCIeGen: 5, PCIeWidth: 16, MinSMClockMHz: 1755, MaxSMClockMHz: 1980, MaxPowerW: 650,
-			ClockEventReasons: ReasonGpuIdle, Reasons: []string{"gpu_idle"}, ReasonSamples: map[string]int{"gpu_idle": 2}},
+			ClockEventReasons: clockevent.GpuIdle, Reasons: []string{"gpu_idle"}, ReasonSamples: map[string]int{"gpu_idle": 2}},
 		MaxSMClockMHz: 1980,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gpulens/gpulens/internal/clockevent"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
@@ -29,7 +30,7 @@ func testConfig() gpuprobe.Config {
 }
 
 func twoGPUs() (*mock.Interface, *fakeProber) {
-	lib := mockLibrary(mockGPU(uuid0, bus0, ReasonSwPowerCap), mockGPU(uuid1, bus1, 0))
+	lib := mockLibrary(mockGPU(uuid0, bus0, clockevent.SwPowerCap), mockGPU(uuid1, bus1, 0))
 	dev1 := cudaH100(1, "GPU-not-as-nvml-says", "0000:2a:00.0") // matched by bus id
 	p := &fakeProber{
 		devs: []gpuprobe.DeviceInfo{cudaH100(0, uuid0, bus0), dev1},
@@ -261,7 +262,7 @@ func TestRunWithOneSourceMissing(t *testing.T) {
 
 func TestSamplerIgnoresIdleClocks(t *testing.T) {
 	dev := mockGPU(uuid0, bus0, 0)
-	reasons := []uint64{ReasonGpuIdle, ReasonSwPowerCap, 0}
+	reasons := []uint64{clockevent.GpuIdle, clockevent.SwPowerCap, 0}
 	clocks := []uint32{345, 1410, 1755}
 	gens := []int{1, 5, 5}
 	i := 0
@@ -274,7 +275,7 @@ func TestSamplerIgnoresIdleClocks(t *testing.T) {
 		s.sample()
 	}
 	got := s.result()
-	want := &LoadSamples{Samples: 3, ClockEventReasons: ReasonGpuIdle | ReasonSwPowerCap, Reasons: []string{"gpu_idle", "sw_power_cap"},
+	want := &LoadSamples{Samples: 3, ClockEventReasons: clockevent.GpuIdle | clockevent.SwPowerCap, Reasons: []string{"gpu_idle", "sw_power_cap"},
 		ReasonSamples: map[string]int{"gpu_idle": 1, "sw_power_cap": 1}, MinSMClockMHz: 1410, MaxSMClockMHz: 1755, PCIeGen: 5, PCIeWidth: 16}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("samples\n got %+v\nwant %+v", got, want)

@@ -6,53 +6,9 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpulens/gpulens/internal/clockevent"
 )
-
-// Clock event (throttle) reason bits, as NVML defines them
-// (nvmlClocksEventReason*; some exist in go-nvml only as
-// ClocksThrottleReason*).
-const (
-	ReasonGpuIdle             uint64 = 1
-	ReasonApplicationsClocks  uint64 = 2
-	ReasonSwPowerCap          uint64 = 4
-	ReasonHwSlowdown          uint64 = 8
-	ReasonSyncBoost           uint64 = 16
-	ReasonSwThermalSlowdown   uint64 = 32
-	ReasonHwThermalSlowdown   uint64 = 64
-	ReasonHwPowerBrake        uint64 = 128
-	ReasonDisplayClockSetting uint64 = 256
-	ReasonBoardLimit          uint64 = 512
-	ReasonReliability         uint64 = 1024
-)
-
-// reasonNames in bit order.
-var reasonNames = []struct {
-	bit  uint64
-	name string
-}{
-	{ReasonGpuIdle, "gpu_idle"},
-	{ReasonApplicationsClocks, "applications_clocks_setting"},
-	{ReasonSwPowerCap, "sw_power_cap"},
-	{ReasonHwSlowdown, "hw_slowdown"},
-	{ReasonSyncBoost, "sync_boost"},
-	{ReasonSwThermalSlowdown, "sw_thermal_slowdown"},
-	{ReasonHwThermalSlowdown, "hw_thermal_slowdown"},
-	{ReasonHwPowerBrake, "hw_power_brake_slowdown"},
-	{ReasonDisplayClockSetting, "display_clock_setting"},
-	{ReasonBoardLimit, "board_limit"},
-	{ReasonReliability, "reliability"},
-}
-
-// ReasonNames names the bits set in reasons, in bit order.
-func ReasonNames(reasons uint64) []string {
-	var out []string
-	for _, r := range reasonNames {
-		if reasons&r.bit != 0 {
-			out = append(out, r.name)
-		}
-	}
-	return out
-}
 
 // SampleInterval is how often NVML is read while a probe runs, to catch
 // clock events (throttling) and the PCIe link under load. A sample is also
@@ -98,13 +54,13 @@ func (s *sampler) sample() {
 	var reasons uint64
 	if r.do("GetCurrentClocksEventReasons", func() (ret nvml.Return) { reasons, ret = s.d.GetCurrentClocksEventReasons(); return }) {
 		s.out.ClockEventReasons |= reasons
-		for _, n := range ReasonNames(reasons) {
+		for _, n := range clockevent.Names(reasons) {
 			s.out.ReasonSamples[n]++
 		}
 	}
 	// An idle GPU's clock (before a probe ramps up) says nothing about
 	// what it does under load.
-	idle := reasons&ReasonGpuIdle != 0
+	idle := reasons&clockevent.GpuIdle != 0
 	var mhz uint32
 	if r.do("GetClockInfo(sm)", func() (ret nvml.Return) { mhz, ret = s.d.GetClockInfo(nvml.CLOCK_SM); return }) && mhz > 0 && !idle {
 		if s.out.MinSMClockMHz == 0 || mhz < s.out.MinSMClockMHz {
@@ -167,7 +123,7 @@ func (s *sampler) result() *LoadSamples {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.out
-	out.Reasons = ReasonNames(out.ClockEventReasons)
+	out.Reasons = clockevent.Names(out.ClockEventReasons)
 	out.ReasonSamples = make(map[string]int, len(s.out.ReasonSamples))
 	for k, v := range s.out.ReasonSamples {
 		out.ReasonSamples[k] = v
