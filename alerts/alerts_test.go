@@ -341,14 +341,14 @@ func liveKnown(t *testing.T) promcheck.Known {
 		wg.Go(func() {
 			limiter <- struct{}{}
 			defer func() { <-limiter }()
-			body, err := promcheck.ScrapeExporter(ctx, exporterBin, sc, 1500*time.Millisecond)
+			body, err := testenv.ScrapeExporter(ctx, exporterBin, sc, 1500*time.Millisecond)
 			record("exporter scenario "+sc, body, err)
 		})
 	}
 	wg.Go(func() {
 		limiter <- struct{}{}
 		defer func() { <-limiter }()
-		body, err := promcheck.ScrapeLoadgen(ctx, loadgenBin, 2*time.Second)
+		body, err := testenv.ScrapeLoadgen(ctx, loadgenBin, 2*time.Second)
 		record("load generator", body, err)
 	})
 	wg.Wait()
