@@ -215,6 +215,8 @@ type fakeLib struct {
 	calls   []string
 	closes  int
 	strings map[string][]byte // NUL-terminated, kept alive here
+	// ctxFlags is the flags argument of the last cuCtxCreate_v2.
+	ctxFlags uint32
 }
 
 var fakeErrors = map[int32][2]string{
@@ -269,7 +271,13 @@ func newFakeCUDA(f *fakeLib) *CUDA {
 		cuDeviceGetUuid:      func(u *[16]byte, dev int32) int32 { u[15] = byte(dev); return ok("cuDeviceGetUuid") },
 		cuDeviceGetAttribute: func(v *int32, attr, dev int32) int32 { *v = attr*1000 + dev; return ok("cuDeviceGetAttribute") },
 		cuDeviceTotalMem:     func(n *uint64, dev int32) int32 { *n = 80 << 30; return ok("cuDeviceTotalMem_v2") },
-		cuCtxCreate:          func(ctx *uintptr, flags uint32, dev int32) int32 { *ctx = 0xc0; return ok("cuCtxCreate_v2") },
+		cuCtxCreate: func(ctx *uintptr, flags uint32, dev int32) int32 {
+			*ctx = 0xc0
+			f.mu.Lock()
+			f.ctxFlags = flags
+			f.mu.Unlock()
+			return ok("cuCtxCreate_v2")
+		},
 		cuCtxDestroy:         func(uintptr) int32 { return ok("cuCtxDestroy_v2") },
 		cuCtxSynchronize:     func() int32 { return ok("cuCtxSynchronize") },
 		cuMemGetInfo:         func(free, total *uint64) int32 { *free, *total = 70<<30, 80<<30; return ok("cuMemGetInfo_v2") },
@@ -394,6 +402,10 @@ func TestCUDADeviceQueries(t *testing.T) {
 	}
 	if ctx, err := c.CtxCreate(0); err != nil || ctx != 0xc0 {
 		t.Errorf("CtxCreate = %#x, %v", ctx, err)
+	}
+	// CU_CTX_SCHED_BLOCKING_SYNC: event and context waits sleep, never spin.
+	if f.ctxFlags != 0x04 {
+		t.Errorf("cuCtxCreate flags = %#x, want CU_CTX_SCHED_BLOCKING_SYNC (0x04)", f.ctxFlags)
 	}
 	if d, err := c.EventElapsed(1, 2); err != nil || d != 1500*time.Microsecond {
 		t.Errorf("EventElapsed = %v, %v", d, err)
