@@ -278,16 +278,16 @@ func newFakeCUDA(f *fakeLib) *CUDA {
 			f.mu.Unlock()
 			return ok("cuCtxCreate_v2")
 		},
-		cuCtxDestroy:         func(uintptr) int32 { return ok("cuCtxDestroy_v2") },
-		cuCtxSynchronize:     func() int32 { return ok("cuCtxSynchronize") },
-		cuMemGetInfo:         func(free, total *uint64) int32 { *free, *total = 70<<30, 80<<30; return ok("cuMemGetInfo_v2") },
-		cuMemAlloc:           func(p *uint64, n uint64) int32 { *p = 0x7000_0000; return ok("cuMemAlloc_v2") },
-		cuMemFree:            func(uint64) int32 { return ok("cuMemFree_v2") },
-		cuMemsetD8:           func(uint64, uint8, uint64) int32 { return ok("cuMemsetD8_v2") },
-		cuMemAllocHost:       func(p *unsafe.Pointer, n uint64) int32 { return ok("cuMemAllocHost_v2") },
-		cuMemFreeHost:        func(unsafe.Pointer) int32 { return ok("cuMemFreeHost") },
-		cuMemcpyHtoD:         func(uint64, unsafe.Pointer, uint64) int32 { return ok("cuMemcpyHtoD_v2") },
-		cuMemcpyDtoH:         func(unsafe.Pointer, uint64, uint64) int32 { return ok("cuMemcpyDtoH_v2") },
+		cuCtxDestroy:     func(uintptr) int32 { return ok("cuCtxDestroy_v2") },
+		cuCtxSynchronize: func() int32 { return ok("cuCtxSynchronize") },
+		cuMemGetInfo:     func(free, total *uint64) int32 { *free, *total = 70<<30, 80<<30; return ok("cuMemGetInfo_v2") },
+		cuMemAlloc:       func(p *uint64, n uint64) int32 { *p = 0x7000_0000; return ok("cuMemAlloc_v2") },
+		cuMemFree:        func(uint64) int32 { return ok("cuMemFree_v2") },
+		cuMemsetD8:       func(uint64, uint8, uint64) int32 { return ok("cuMemsetD8_v2") },
+		cuMemAllocHost:   func(p *unsafe.Pointer, n uint64) int32 { return ok("cuMemAllocHost_v2") },
+		cuMemFreeHost:    func(unsafe.Pointer) int32 { return ok("cuMemFreeHost") },
+		cuMemcpyHtoD:     func(uint64, unsafe.Pointer, uint64) int32 { return ok("cuMemcpyHtoD_v2") },
+		cuMemcpyDtoH:     func(unsafe.Pointer, uint64, uint64) int32 { return ok("cuMemcpyDtoH_v2") },
 		cuModuleLoadDataEx: func(m *uintptr, image *byte, n uint32, opts *int32, vals *uintptr) int32 {
 			*m = 0x30
 			return ok("cuModuleLoadDataEx")

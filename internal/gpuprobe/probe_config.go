@@ -34,11 +34,11 @@ func DefaultConfig() Config {
 	return Config{
 		MaxMemoryBytes:      2 << 30,
 		ContextReserveBytes: DefaultContextReserve,
-		GPUTimeBudget:  2 * time.Second,
-		StolenWindow:   time.Second,
-		GapThreshold:   10 * time.Microsecond,
-		MaxGaps:        2048,
-		FillStep:       1 << 30,
+		GPUTimeBudget:       2 * time.Second,
+		StolenWindow:        time.Second,
+		GapThreshold:        10 * time.Microsecond,
+		MaxGaps:             2048,
+		FillStep:            1 << 30,
 	}
 }
 
@@ -51,11 +51,11 @@ func ExporterConfig() Config {
 	return Config{
 		MaxMemoryBytes:      1 << 30,
 		ContextReserveBytes: DefaultContextReserve,
-		GPUTimeBudget:  250 * time.Millisecond,
-		StolenWindow:   100 * time.Millisecond,
-		GapThreshold:   10 * time.Microsecond,
-		MaxGaps:        256,
-		FillStep:       1 << 30,
+		GPUTimeBudget:       250 * time.Millisecond,
+		StolenWindow:        100 * time.Millisecond,
+		GapThreshold:        10 * time.Microsecond,
+		MaxGaps:             256,
+		FillStep:            1 << 30,
 	}
 }
 

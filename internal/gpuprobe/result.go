@@ -182,7 +182,7 @@ type MemoryResult struct {
 
 // StolenResult is the stolen-time kernel's finding.
 type StolenResult struct {
-	Window          time.Duration `json:"window_ns"`           // median observed window per block
+	Window time.Duration `json:"window_ns"` // median observed window per block
 	// WindowPlanned is the window the kernel was launched with: Config's
 	// StolenWindow, or less when the GPU-time budget left was shorter.
 	WindowPlanned   time.Duration `json:"window_planned_ns"`
@@ -195,7 +195,7 @@ type StolenResult struct {
 	// threshold had to be raised for a coarse timer and a block saw more
 	// gaps than it kept: then it is from the first reading to the end of
 	// the last kept gap (the part of the window the kept gaps describe).
-	Ratio    float64 `json:"ratio"`
+	Ratio float64 `json:"ratio"`
 	// Coverage is the median over blocks of covered window / window (1
 	// unless the gap records ran out, see Ratio).
 	Coverage float64 `json:"coverage"`
