@@ -105,6 +105,10 @@ type ProbeOptions struct {
 	Now func() time.Time
 	// NewTicker schedules the runs; nil: time.NewTicker.
 	NewTicker Ticker
+	// NVML, when set, gives the probe NVML's free memory before it creates
+	// a context (gpuprobe.Options.FreeMemory, wired by the opener) and the
+	// MIG instances CUDA does not show it (probe_safety.go).
+	NVML NVMLView
 }
 
 // ProbeCollector runs the probe in the background and serves its latest
@@ -149,6 +153,7 @@ type probeDevice struct {
 	lastOK    time.Time
 	runs      float64
 	errs      map[probeErrKey]float64
+	skips     map[string]float64 // runs that created no context, by reason
 	failing   bool
 	seen      bool // succeeded at least once (first success is logged)
 	warned    bool // an unmatched device was logged
@@ -282,8 +287,9 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 	for _, d := range devs {
 		listed[deviceKey(d)] = true
 	}
+	hidden := p.invisibleMIG(listed)
 	for k := range p.devices {
-		if !listed[k] {
+		if !listed[k] && !hidden[k] {
 			delete(p.devices, k)
 		}
 	}
@@ -400,6 +406,16 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 			p.logger.Debug("probe: device probe still failing", "gpu", st.gpu, "uuid", st.uuid, "err", err)
 		}
 		st.failing = true
+		return
+	}
+	if res.Skipped != nil {
+		st.skip(res.Skipped.Reason)
+		st.result = nil
+		level := slog.LevelDebug
+		if !st.failing && st.skips[res.Skipped.Reason] == 1 {
+			level = slog.LevelInfo
+		}
+		p.logger.Log(ctx, level, "probe: device not measured", "gpu", st.gpu, "uuid", st.uuid, "reason", res.Skipped.Reason, "detail", res.Skipped.Detail)
 		return
 	}
 	r := res
@@ -612,7 +628,8 @@ var (
 func DescribeProbe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
-		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeGapDesc} {
+		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeGapDesc,
+		probeSkippedDesc, probeContextMemDesc} {
 		ch <- d
 	}
 }
@@ -680,12 +697,20 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 	for _, k := range keys {
 		ms = append(ms, prometheus.MustNewConstMetric(probeErrorsDesc, prometheus.CounterValue, st.errs[k], st.gpu, st.uuid, k.measurement, k.err))
 	}
+	for _, reason := range gpuprobe.SkipReasons {
+		if n, ok := st.skips[reason]; ok {
+			ms = append(ms, prometheus.MustNewConstMetric(probeSkippedDesc, prometheus.CounterValue, n, st.gpu, st.uuid, reason))
+		}
+	}
 	r := st.result
 	if r == nil {
 		return ms
 	}
 	g(probeDurationDesc, r.Duration.Seconds())
 	g(probeGPUTimeDesc, r.GPUTime.Seconds())
+	if r.ContextMemoryBytes > 0 {
+		g(probeContextMemDesc, float64(r.ContextMemoryBytes))
+	}
 	if r.Memory != nil {
 		g(probeMemFreeDesc, float64(r.Memory.FreeBytes))
 		g(probeMemTotalDesc, float64(r.Memory.TotalBytes))

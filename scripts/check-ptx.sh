@@ -10,8 +10,14 @@
 #      later runs need no network);
 #   2. writes the PTX modules of internal/gpuprobe (ptxBase, ptxTensor) to
 #      files and assembles each with ptxas for every target architecture
-#      (base: sm_70, sm_80, sm_90; tensor: sm_80, sm_90), warnings as errors,
-#      printing ptxas -v's register and memory usage per kernel;
+#      (base: sm_75, sm_80, sm_86, sm_89, sm_90, the architectures a current
+#      driver still runs; tensor: the same from sm_80), warnings as errors,
+#      printing ptxas -v's register and memory usage per kernel, and checks
+#      the machine code (nvdisasm): nothing folded away, the copy kernel's
+#      CopyUnroll 16-byte loads in flight, its registers few enough for a
+#      full SM (64K registers over the SM's thread limit, in the 8-register
+#      allocation unit: 32 on sm_80 and sm_90 (2048 threads), 40 on sm_86
+#      and sm_89 (1536), 64 on sm_75 (1024));
 #   3. runs the gpuprobe tests that load the real libcuda (GPULENS_LIBCUDA):
 #      here cuInit must fail with CUDA_ERROR_NO_DEVICE; on a GPU machine they
 #      list the devices and run the kernels.
@@ -129,6 +135,21 @@ assemble() { # module arch
 		/Compiling entry function/ { split($0, q, "'\''"); k = q[2] }
 		/bytes stack frame/ { sub(/^ +/, ""); frame[k] = $0 }
 		/Used [0-9]+ registers/ { sub(/.*Used/, "Used"); printf "      %-18s %s; %s\n", k, $0, frame[k] }'
+	echo "$out" >"$ptxdir/$1.$2.ptxas-v"
+}
+# regs KERNEL MODULE ARCH MAX: ptxas -v reports at most MAX registers for the
+# kernel (so that its blocks fill an SM).
+regs() {
+	local n
+	n=$(awk -v k="$1" '
+		/Compiling entry function/ { split($0, q, "'\''"); cur = q[2] }
+		/Used [0-9]+ registers/ && cur == k { sub(/.*Used /, ""); print $1 + 0; exit }' "$ptxdir/$2.$3.ptxas-v")
+	if [ -n "$n" ] && [ "$n" -le "$4" ]; then
+		echo "ok:   $3 $1: $n registers, at most $4 (a full SM of threads)"
+	else
+		echo "FAIL: $3 $1: ${n:-?} registers, want at most $4"
+		fail=1
+	fi
 }
 # sass KERNEL MODULE ARCH REGEX MIN WHAT: the kernel's machine code has at
 # least MIN instructions matching REGEX (nothing was folded away).
@@ -145,15 +166,21 @@ sass() {
 	fi
 }
 step "ptxas"
-for arch in sm_70 sm_80 sm_90; do
+for arch in sm_75 sm_80 sm_86 sm_89 sm_90; do
 	assemble base "$arch"
 	[ -s "$ptxdir/base.$arch.cubin" ] || continue
 	sass gpulens_fma base "$arch" '\bFFMA\b' $((8 * 8 + 8)) "FFMA (8 chains x (8 unrolled + 1 tail))"
-	sass gpulens_copy base "$arch" 'LDG\.E\.128' 1 "16-byte load"
-	sass gpulens_copy base "$arch" 'STG\.E\.128' 1 "16-byte store"
+	sass gpulens_copy base "$arch" 'LDG\.E\.128' $((4 + 1)) "16-byte load (4 in flight + 1 tail)"
+	sass gpulens_copy base "$arch" 'STG\.E\.128' $((4 + 1)) "16-byte store (4 + 1 tail)"
+	case $arch in
+	sm_75) maxregs=64 ;;
+	sm_86 | sm_89) maxregs=40 ;;
+	*) maxregs=32 ;;
+	esac
+	regs gpulens_copy base "$arch" "$maxregs"
 	sass gpulens_stolen base "$arch" 'SR_GLOBALTIMER' 2 "%globaltimer read"
 done
-for arch in sm_80 sm_90; do
+for arch in sm_80 sm_86 sm_89 sm_90; do
 	assemble tensor "$arch"
 	[ -s "$ptxdir/tensor.$arch.cubin" ] || continue
 	sass gpulens_mma_f16 tensor "$arch" 'HMMA\.16816\.F32 ' $((4 * 4 + 4)) "HMMA.16816.F32 (4 chains x (4 unrolled + 1 tail))"

@@ -41,7 +41,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	durationFlag(app, "collector.probe.interval", "Time between two probes of each device.", "5m", &f.interval)
 	durationFlag(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
 	durationFlag(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
-	app.Flag("collector.probe.max-memory", "Device (and pinned host) memory one probe may allocate, e.g. 256MiB, 1GiB.").Default("256MiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	app.Flag("collector.probe.max-memory", "Device memory one probe may take, its CUDA context's own (a few hundred MiB) included, e.g. 1GiB, 2GiB; the probe skips a GPU with less free than this plus 512MiB, and the device copy is not reported unless the rest allows buffers of 4x the L2 cache.").Default("1GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
 
@@ -134,6 +134,12 @@ func formatBytes(n uint64) string {
 // retried every interval while it cannot be.
 func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
 	popts := gpuprobe.Options{Logger: logger}
+	// NVML's free memory (from the sampler's snapshot) before the probe
+	// creates a context, and the MIG instances CUDA does not show it.
+	nv, _ := dir.(collector.NVMLView)
+	if nv != nil {
+		popts.FreeMemory = func(d gpuprobe.DeviceInfo) (uint64, bool) { return nv.FreeMemory(d.UUID) }
+	}
 	var open collector.OpenProber
 	if fleet != nil {
 		drv := fleet.ProbeDriver()
@@ -161,5 +167,5 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collec
 	}
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", collector.ProbeTimeout(cfg))
-	return collector.NewProbeCollector(open, dir, collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger})
+	return collector.NewProbeCollector(open, dir, collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv})
 }

@@ -135,7 +135,12 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		})
 	}
 	if drv != nil {
-		p := gpuprobe.New(drv, gpuprobe.Options{Logger: logger})
+		popts := gpuprobe.Options{Logger: logger}
+		if src.NVML != nil {
+			// NVML's free memory before the probe creates a context.
+			popts.FreeMemory = verify.NVMLFreeMemory(lib)
+		}
+		p := gpuprobe.New(drv, popts)
 		src.Prober = p
 		// A probe cut off by its deadline may still be in a driver call:
 		// give it a moment to end before the library is closed.

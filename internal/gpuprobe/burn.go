@@ -88,7 +88,12 @@ type BurnResult struct {
 // while it runs (CUDA's current context is per thread). When ctx ends
 // first, Burn stops after the launch in progress and returns what it did
 // with ctx's error. A CUDA call that never returns blocks Burn: callers that
-// must not hang run it on a goroutine of its own and give up on it.
+// must not hang run it on a goroutine of its own and give up on it. The
+// kernel is the probe's FMA kernel, whose per-lane pseudo-random operands
+// make the card draw the power of real work. The driver work runs on a
+// goroutine of its own locked to its OS thread; when the context cannot be
+// destroyed that goroutine exits still locked, so Go retires the thread
+// rather than hand it, with our context current, to other goroutines.
 func Burn(ctx context.Context, drv Driver, ordinal int, cfg BurnConfig) (BurnResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return BurnResult{}, err
@@ -103,10 +108,28 @@ func Burn(ctx context.Context, drv Driver, ordinal int, cfg BurnConfig) (BurnRes
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	b := &burner{drv: drv, log: log}
-	res, err := b.run(ctx, ordinal, cfg)
+	var res BurnResult
+	var err error
+	var panicked any
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer func() {
+			panicked = recover() // re-raised on the caller's goroutine
+			if b.ctxLive {
+				log.Error("gpuprobe: burn: the context could not be destroyed; its OS thread is retired with it")
+			} else {
+				runtime.UnlockOSThread()
+			}
+			close(done)
+		}()
+		res, err = b.run(ctx, ordinal, cfg)
+	}()
+	<-done
+	if panicked != nil {
+		panic(panicked)
+	}
 	if err != nil {
 		return res, fmt.Errorf("gpuprobe: burn on device %d: %w", ordinal, err)
 	}
@@ -118,6 +141,9 @@ type burner struct {
 	log   *slog.Logger
 	undo  []func() error // cleanups, run in reverse
 	names []string       // what each cleanup does, for the log
+	// ctxLive is set from just before cuCtxCreate until cuCtxDestroy
+	// succeeds.
+	ctxLive bool
 }
 
 func (b *burner) onExit(what string, fn func() error) {
@@ -154,13 +180,21 @@ func (b *burner) run(ctx context.Context, ordinal int, cfg BurnConfig) (BurnResu
 		return BurnResult{}, err
 	}
 	res := BurnResult{Device: info}
+	b.ctxLive = true
 	cctx, err := d.CtxCreate(ordinal)
 	if err != nil {
+		b.ctxLive = false
 		return res, err
 	}
 	// Deferred so that a panic in the driver still releases the GPU.
 	defer b.cleanup()
-	b.onExit("destroying the context", func() error { return d.CtxDestroy(cctx) })
+	b.onExit("destroying the context", func() error {
+		err := d.CtxDestroy(cctx)
+		if err == nil {
+			b.ctxLive = false
+		}
+		return err
+	})
 	mod, err := d.ModuleLoadData(ptxBase)
 	if err != nil {
 		return res, fmt.Errorf("loading the base module: %w", err)

@@ -459,8 +459,14 @@ func (c *CUDA) DeviceTotalMem(ordinal int) (uint64, error) {
 	return n, nil
 }
 
-// CtxCreate is cuCtxCreate_v2 with default flags (CU_CTX_SCHED_AUTO); the
-// new context is current on the calling thread.
+// ctxSchedBlockingSync is CU_CTX_SCHED_BLOCKING_SYNC: waits for the GPU
+// block the thread on a synchronisation primitive instead of spinning (the
+// default, CU_CTX_SCHED_AUTO, spins a core while the GPU is busy when there
+// are fewer active contexts than cores, as there are).
+const ctxSchedBlockingSync = 0x04
+
+// CtxCreate is cuCtxCreate_v2 with CU_CTX_SCHED_BLOCKING_SYNC; the new
+// context is current on the calling thread.
 func (c *CUDA) CtxCreate(ordinal int) (Context, error) {
 	const call = "cuCtxCreate_v2"
 	if err := c.enter(call); err != nil {
@@ -472,7 +478,7 @@ func (c *CUDA) CtxCreate(ordinal int) (Context, error) {
 		return 0, err
 	}
 	var ctx uintptr
-	if err := c.check(call, c.fn.cuCtxCreate(&ctx, 0, dev)); err != nil {
+	if err := c.check(call, c.fn.cuCtxCreate(&ctx, ctxSchedBlockingSync, dev)); err != nil {
 		return 0, err
 	}
 	return Context(ctx), nil

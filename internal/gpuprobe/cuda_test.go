@@ -215,6 +215,8 @@ type fakeLib struct {
 	calls   []string
 	closes  int
 	strings map[string][]byte // NUL-terminated, kept alive here
+	// ctxFlags is the flags argument of the last cuCtxCreate_v2.
+	ctxFlags uint32
 }
 
 var fakeErrors = map[int32][2]string{
@@ -269,17 +271,23 @@ func newFakeCUDA(f *fakeLib) *CUDA {
 		cuDeviceGetUuid:      func(u *[16]byte, dev int32) int32 { u[15] = byte(dev); return ok("cuDeviceGetUuid") },
 		cuDeviceGetAttribute: func(v *int32, attr, dev int32) int32 { *v = attr*1000 + dev; return ok("cuDeviceGetAttribute") },
 		cuDeviceTotalMem:     func(n *uint64, dev int32) int32 { *n = 80 << 30; return ok("cuDeviceTotalMem_v2") },
-		cuCtxCreate:          func(ctx *uintptr, flags uint32, dev int32) int32 { *ctx = 0xc0; return ok("cuCtxCreate_v2") },
-		cuCtxDestroy:         func(uintptr) int32 { return ok("cuCtxDestroy_v2") },
-		cuCtxSynchronize:     func() int32 { return ok("cuCtxSynchronize") },
-		cuMemGetInfo:         func(free, total *uint64) int32 { *free, *total = 70<<30, 80<<30; return ok("cuMemGetInfo_v2") },
-		cuMemAlloc:           func(p *uint64, n uint64) int32 { *p = 0x7000_0000; return ok("cuMemAlloc_v2") },
-		cuMemFree:            func(uint64) int32 { return ok("cuMemFree_v2") },
-		cuMemsetD8:           func(uint64, uint8, uint64) int32 { return ok("cuMemsetD8_v2") },
-		cuMemAllocHost:       func(p *unsafe.Pointer, n uint64) int32 { return ok("cuMemAllocHost_v2") },
-		cuMemFreeHost:        func(unsafe.Pointer) int32 { return ok("cuMemFreeHost") },
-		cuMemcpyHtoD:         func(uint64, unsafe.Pointer, uint64) int32 { return ok("cuMemcpyHtoD_v2") },
-		cuMemcpyDtoH:         func(unsafe.Pointer, uint64, uint64) int32 { return ok("cuMemcpyDtoH_v2") },
+		cuCtxCreate: func(ctx *uintptr, flags uint32, dev int32) int32 {
+			*ctx = 0xc0
+			f.mu.Lock()
+			f.ctxFlags = flags
+			f.mu.Unlock()
+			return ok("cuCtxCreate_v2")
+		},
+		cuCtxDestroy:     func(uintptr) int32 { return ok("cuCtxDestroy_v2") },
+		cuCtxSynchronize: func() int32 { return ok("cuCtxSynchronize") },
+		cuMemGetInfo:     func(free, total *uint64) int32 { *free, *total = 70<<30, 80<<30; return ok("cuMemGetInfo_v2") },
+		cuMemAlloc:       func(p *uint64, n uint64) int32 { *p = 0x7000_0000; return ok("cuMemAlloc_v2") },
+		cuMemFree:        func(uint64) int32 { return ok("cuMemFree_v2") },
+		cuMemsetD8:       func(uint64, uint8, uint64) int32 { return ok("cuMemsetD8_v2") },
+		cuMemAllocHost:   func(p *unsafe.Pointer, n uint64) int32 { return ok("cuMemAllocHost_v2") },
+		cuMemFreeHost:    func(unsafe.Pointer) int32 { return ok("cuMemFreeHost") },
+		cuMemcpyHtoD:     func(uint64, unsafe.Pointer, uint64) int32 { return ok("cuMemcpyHtoD_v2") },
+		cuMemcpyDtoH:     func(unsafe.Pointer, uint64, uint64) int32 { return ok("cuMemcpyDtoH_v2") },
 		cuModuleLoadDataEx: func(m *uintptr, image *byte, n uint32, opts *int32, vals *uintptr) int32 {
 			*m = 0x30
 			return ok("cuModuleLoadDataEx")
@@ -394,6 +402,10 @@ func TestCUDADeviceQueries(t *testing.T) {
 	}
 	if ctx, err := c.CtxCreate(0); err != nil || ctx != 0xc0 {
 		t.Errorf("CtxCreate = %#x, %v", ctx, err)
+	}
+	// CU_CTX_SCHED_BLOCKING_SYNC: event and context waits sleep, never spin.
+	if f.ctxFlags != 0x04 {
+		t.Errorf("cuCtxCreate flags = %#x, want CU_CTX_SCHED_BLOCKING_SYNC (0x04)", f.ctxFlags)
 	}
 	if d, err := c.EventElapsed(1, 2); err != nil || d != 1500*time.Microsecond {
 		t.Errorf("EventElapsed = %v, %v", d, err)

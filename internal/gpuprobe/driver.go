@@ -40,14 +40,24 @@ const (
 	AttrMaxThreadsPerBlock          Attribute = 1
 	AttrClockRateKHz                Attribute = 13
 	AttrMultiprocessorCount         Attribute = 16
+	AttrComputeMode                 Attribute = 20 // CUcomputemode: ComputeMode*
 	AttrPCIBusID                    Attribute = 33
 	AttrPCIDeviceID                 Attribute = 34
 	AttrMemoryClockRateKHz          Attribute = 36
 	AttrGlobalMemoryBusWidth        Attribute = 37
+	AttrL2CacheSize                 Attribute = 38 // bytes
 	AttrMaxThreadsPerMultiprocessor Attribute = 39
 	AttrPCIDomainID                 Attribute = 50
 	AttrComputeCapabilityMajor      Attribute = 75
 	AttrComputeCapabilityMinor      Attribute = 76
+)
+
+// CUcomputemode values (AttrComputeMode).
+const (
+	ComputeModeDefault          = 0 // any number of contexts, from any process
+	ComputeModeExclusiveThread  = 1 // deprecated since CUDA 8; drivers report it no more
+	ComputeModeProhibited       = 2 // no context can be created
+	ComputeModeExclusiveProcess = 3 // one process at a time may hold contexts
 )
 
 // Driver is the slice of the CUDA driver API the probe uses. Methods after
@@ -68,6 +78,9 @@ type Driver interface {
 	DeviceAttribute(ordinal int, a Attribute) (int, error)
 	DeviceTotalMem(ordinal int) (uint64, error)
 
+	// CtxCreate creates a context with CU_CTX_SCHED_BLOCKING_SYNC (0x04):
+	// a thread waiting for the GPU (cuCtxSynchronize, cuEventSynchronize)
+	// sleeps on an OS primitive instead of spinning a CPU core.
 	CtxCreate(ordinal int) (Context, error)
 	CtxDestroy(Context) error
 	CtxSynchronize() error
@@ -121,6 +134,7 @@ const (
 	CUDASuccess          = 0
 	CUDAErrOutOfMemory   = 2
 	CUDAErrNotInitalized = 3
+	CUDAErrDeviceUnavail = 46 // CUDA_ERROR_DEVICE_UNAVAILABLE: exclusive or prohibited compute mode
 	CUDAErrNoDevice      = 100
 	CUDAErrInvalidDevice = 101
 	CUDAErrInvalidPTX    = 218

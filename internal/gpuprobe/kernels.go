@@ -7,7 +7,8 @@ const (
 	// KernelNoop(): returns at once. Launch latency.
 	KernelNoop = "gpulens_noop"
 	// KernelCopy(dst, src, n16): copies n16 16-byte words from src to dst,
-	// grid-stride. Device memory bandwidth = 2*16*n16 bytes / kernel time.
+	// grid-stride, CopyUnroll independent 16-byte loads in flight per
+	// thread. Device memory bandwidth = 2*16*n16 bytes / kernel time.
 	KernelCopy = "gpulens_copy"
 	// KernelFMA(out, iters): each thread runs FMAChains independent FP32 FMA
 	// chains for iters iterations and stores one float to out[globalThread].
@@ -38,9 +39,10 @@ const (
 
 // Work shapes shared by the PTX and the simulator.
 const (
-	FMAChains = 8
-	MMAChains = 4
-	MMAFlop   = 2 * 16 * 8 * 16 // one m16n8k16 mma.sync per warp
+	FMAChains  = 8
+	CopyUnroll = 4 // 16-byte loads a copy thread has in flight
+	MMAChains  = 4
+	MMAFlop    = 2 * 16 * 8 * 16 // one m16n8k16 mma.sync per warp
 
 	StolenHeaderWords = 6
 )

@@ -33,20 +33,32 @@ const (
 	plannedShare = 0.9
 
 	maxHostCopyBytes   = 64 << 20  // PCIe peaks at a few MiB; pinned host memory is scarce
-	maxDeviceCopyBytes = 512 << 20 // per buffer, far beyond any L2
+	maxDeviceCopyBytes = 512 << 20 // per buffer, unless 4 × L2 is more
 	pilotCopyBytes     = 1 << 20
 	pilotKernelIters   = 16
 
-	copyBlocksPerSM  = 4
+	// The copy kernel runs copyThreads-thread blocks filling every SM to
+	// its thread limit (DeviceInfo.MaxThreadsPerSM: 2048 on sm_80 and
+	// sm_90, 1536 on sm_86 and sm_89, 1024 on sm_75), each thread with
+	// CopyUnroll independent 16-byte loads in flight.
 	copyThreads      = 256
+	minCopyBlocksPer = 4 // per SM, when the thread limit is unknown
 	fmaBlocksPerSM   = 4
 	fmaThreads       = 256
 	mmaBlocksPerSM   = 8
 	mmaThreads       = 128
 	launchWarmup     = 5
-	minLaunches      = 20
 	maxLaunches      = 1000
 	stolenBlockWidth = 32
+
+	// stolenSlack is the share of the GPU time left when the stolen-time
+	// kernel starts that its window leaves free (at least minStolenSlack):
+	// for its launch and a neighbour's time slice it may end in.
+	stolenSlack    = 0.05
+	minStolenSlack = 2 * time.Millisecond
+	// minStolenWindow is the shortest window worth running (also at least
+	// 20 × the gap threshold).
+	minStolenWindow = time.Millisecond
 )
 
 // weight is m's part of the budget (less the stolen window).
@@ -77,10 +89,11 @@ type session struct {
 	gpuTime     time.Duration // every timed part so far
 	planned     time.Duration // GPU time planned for the measurements before stolen
 	weightsLeft float64
+	mem         uint64 // device memory for the buffers: Result.BufferBudgetBytes
 }
 
 func newSession(ctx context.Context, drv Driver, cfg Config, dev DeviceInfo, res *Result, log *slog.Logger, ptx [2]string) *session {
-	s := &session{drv: drv, ctx: ctx, cfg: cfg, dev: dev, res: res, log: log, ptx: ptx}
+	s := &session{drv: drv, ctx: ctx, cfg: cfg, dev: dev, res: res, log: log, ptx: ptx, mem: res.BufferBudgetBytes}
 	avail := cfg.GPUTimeBudget
 	if !cfg.skips(MeasureStolen) {
 		avail -= cfg.StolenWindow
@@ -237,11 +250,17 @@ type workload struct {
 }
 
 // calibrated runs w within share (see targetIters) and returns the median
-// rate of its iterations in units per second.
+// rate of its iterations in units per second. The share is a bound, not a
+// plan: no run starts unless the GPU time it is expected to take (its size
+// over the rate seen so far) fits in what is left of it, so a run that
+// waited out a neighbour's time slice shortens the rest.
 func (s *session) calibrated(share time.Duration, w workload) (float64, error) {
 	var used time.Duration
 	units := max(1, min(w.pilot, w.max))
 	var rate float64
+	fits := func(u uint64) bool {
+		return used+time.Duration(float64(u)/rate*float64(time.Second)) <= share
+	}
 	for {
 		el, err := w.run(units)
 		if err != nil {
@@ -259,7 +278,11 @@ func (s *session) calibrated(share time.Duration, w workload) (float64, error) {
 		// Grow toward the target; time grows at most linearly with size,
 		// so this does not overshoot it.
 		grow := math.Min(16, math.Max(2, float64(target)/float64(el)))
-		units = min(w.max, uint64(float64(units)*grow))
+		next := min(w.max, uint64(float64(units)*grow))
+		if !fits(next) {
+			return rate, nil
+		}
+		units = next
 	}
 	left := share - used
 	per := rate * left.Seconds() / targetIters
@@ -278,11 +301,18 @@ func (s *session) calibrated(share time.Duration, w workload) (float64, error) {
 		if err := s.cut(); err != nil {
 			return 0, err
 		}
+		if !fits(uint64(per)) {
+			break
+		}
 		el, err := w.run(uint64(per))
 		if err != nil {
 			return 0, err
 		}
+		used += el
 		rates = append(rates, float64(uint64(per))/el.Seconds())
+	}
+	if len(rates) == 0 {
+		return rate, nil
 	}
 	return median(rates), nil
 }
@@ -340,13 +370,18 @@ func (s *session) memory() error {
 }
 
 // hostCopy times cuMemcpyHtoD or cuMemcpyDtoH between pinned host memory
-// and device memory, each buffer at most half of MaxMemoryBytes.
+// and device memory, each buffer at most half of the buffer budget (and
+// maxHostCopyBytes). No L2 bound: a copy over PCIe or C2C runs at a small
+// fraction of the device memory's bandwidth, so the L2 cannot flatter it.
 func (s *session) hostCopy(m string, toDevice bool) error {
 	share, err := s.share(m)
 	if err != nil {
 		return err
 	}
-	size := min(s.cfg.MaxMemoryBytes/2, maxHostCopyBytes)
+	size := min(s.mem/2, maxHostCopyBytes)
+	if size < pilotCopyBytes {
+		return fmt.Errorf("the buffer budget (%d bytes, MaxMemoryBytes less the context's memory) leaves under %d bytes per copy buffer", s.mem, pilotCopyBytes)
+	}
 	host, err := s.drv.MemAllocHost(size)
 	if err != nil {
 		return fmt.Errorf("allocating %d bytes of pinned host memory: %w", size, err)
@@ -395,21 +430,28 @@ func (s *session) kernel(ev eventPair, f Function, blocksPerSM, threads int, arg
 	}
 }
 
-// deviceCopy times KernelCopy between two buffers of at most half of
-// MaxMemoryBytes each; bandwidth counts the bytes read and written. A timed
-// run of more words than a buffer holds is several back-to-back launches
-// between the same events, so that the launch latency of a short copy does
-// not count against the bandwidth.
+// deviceCopy times KernelCopy between two buffers of at most half of the
+// buffer budget each, and at least L2BufferFactor × the L2 cache (else the
+// copy would run from the L2 and the figure is not reported); bandwidth
+// counts the bytes read and written. A timed run of more words than a
+// buffer holds is several back-to-back launches between the same events,
+// so that the launch latency of a short copy does not count against the
+// bandwidth.
 func (s *session) deviceCopy(m string) error {
 	share, err := s.share(m)
 	if err != nil {
 		return err
 	}
+	l2 := uint64(max(0, s.dev.L2CacheBytes))
+	size := min(s.mem/2, max(maxDeviceCopyBytes, L2BufferFactor*l2)) / 16 * 16
+	if size < L2BufferFactor*l2 || size < pilotCopyBytes {
+		return fmt.Errorf("not reported: copy buffers of %d bytes (half the %d-byte buffer budget) would sit in the %d-byte L2 cache; the figure needs buffers of at least %d × L2 (raise MaxMemoryBytes to at least %d)",
+			size, s.mem, l2, L2BufferFactor, s.cfg.MaxMemoryBytes-s.mem+2*max(L2BufferFactor*l2, pilotCopyBytes))
+	}
 	f, err := s.function(KernelCopy)
 	if err != nil {
 		return err
 	}
-	size := min(s.cfg.MaxMemoryBytes/2, maxDeviceCopyBytes) / 16 * 16
 	src, freeSrc, err := s.alloc(size)
 	if err != nil {
 		return err
@@ -425,7 +467,7 @@ func (s *session) deviceCopy(m string) error {
 		return err
 	}
 	defer destroy()
-	grid, block := Dim3{uint32(s.dev.SMs * copyBlocksPerSM), 1, 1}, Dim3{copyThreads, 1, 1}
+	grid, block := Dim3{uint32(s.dev.SMs * copyBlocksPerSM(s.dev)), 1, 1}, Dim3{copyThreads, 1, 1}
 	words := size / 16
 	run := func(n16 uint64) (time.Duration, error) {
 		return s.timed(ev, func() error {
@@ -445,6 +487,14 @@ func (s *session) deviceCopy(m string) error {
 	}
 	s.res.DeviceCopyBytesPerSecond = rate * 2 * 16
 	return nil
+}
+
+// copyBlocksPerSM fills every SM to its thread limit.
+func copyBlocksPerSM(dev DeviceInfo) int {
+	if n := dev.MaxThreadsPerSM / copyThreads; n > 0 {
+		return n
+	}
+	return minCopyBlocksPer
 }
 
 // fp32 times KernelFMA: FLOP = threads * iters * FMAChains * 2.
@@ -498,7 +548,9 @@ func (s *session) computeRate(m, kernel string, blocksPerSM, threads int, outWor
 
 // launch times round trips of an empty kernel (cuLaunchKernel then
 // cuCtxSynchronize) on the host clock: a few to warm up and estimate, then
-// as many as the share allows (minLaunches to maxLaunches).
+// as many as the share allows (at most maxLaunches; none start once the
+// next would not fit, so on a GPU a neighbour holds for long slices the
+// figure rests on fewer launches, the warm-up ones included).
 func (s *session) launch(m string) error {
 	share, err := s.share(m)
 	if err != nil {
@@ -521,30 +573,29 @@ func (s *session) launch(m string) error {
 		s.gpuTime += dt
 		return dt, nil
 	}
-	var warm []time.Duration
-	var used time.Duration
-	for range launchWarmup {
+	var trips []time.Duration
+	var used, est time.Duration
+	for i := range launchWarmup + maxLaunches {
+		if i == launchWarmup {
+			est = medianDuration(trips)
+		}
+		if i >= launchWarmup {
+			if err := s.cut(); err != nil {
+				return err
+			}
+			if used+est > share {
+				break
+			}
+		}
 		dt, err := trip()
 		if err != nil {
 			return err
 		}
-		warm = append(warm, dt)
 		used += dt
-	}
-	n := minLaunches
-	if est := medianDuration(warm); est > 0 {
-		n = min(maxLaunches, max(minLaunches, int((share-used)/est)))
-	}
-	trips := make([]time.Duration, 0, n)
-	for range n {
-		if err := s.cut(); err != nil {
-			return err
-		}
-		dt, err := trip()
-		if err != nil {
-			return err
-		}
 		trips = append(trips, dt)
+	}
+	if len(trips) > launchWarmup {
+		trips = trips[launchWarmup:] // the warm-up launches only estimate
 	}
 	slices.Sort(trips)
 	s.res.LaunchLatency = medianSorted(trips)
@@ -553,8 +604,22 @@ func (s *session) launch(m string) error {
 }
 
 // stolen runs KernelStolen for StolenWindow with one block of one warp per
-// SM and decodes what it saw (decodeStolen).
+// SM and decodes what it saw (decodeStolen). The window is shortened to
+// the GPU-time budget left less a slack (stolenSlack of it, at least
+// minStolenSlack), rather than the budget exceeded; below minStolenWindow
+// (or 20 gap thresholds) it is not run.
 func (s *session) stolen() error {
+	window := s.cfg.StolenWindow
+	left := s.cfg.GPUTimeBudget - s.gpuTime
+	if avail := left - max(minStolenSlack, time.Duration(float64(left)*stolenSlack)); avail < window {
+		window = avail
+	}
+	if least := max(minStolenWindow, 20*s.cfg.GapThreshold); window < least {
+		return fmt.Errorf("GPU time budget (%s) spent before the stolen-time window: %s left, the window needs at least %s", s.cfg.GPUTimeBudget, max(0, s.cfg.GPUTimeBudget-s.gpuTime), least)
+	}
+	if window < s.cfg.StolenWindow {
+		s.log.Debug("gpuprobe: stolen-time window shortened to fit the GPU-time budget", "device", s.dev.Ordinal, "window", window, "configured", s.cfg.StolenWindow)
+	}
 	f, err := s.function(KernelStolen)
 	if err != nil {
 		return err
@@ -562,8 +627,8 @@ func (s *session) stolen() error {
 	blocks := s.dev.SMs
 	maxGaps := uint64(s.cfg.MaxGaps)
 	bytes := uint64(blocks) * StolenBlockBytes(maxGaps)
-	if bytes > s.cfg.MaxMemoryBytes {
-		return fmt.Errorf("the output of %d blocks of %d gaps needs %d bytes, over MaxMemoryBytes (%d): lower MaxGaps", blocks, maxGaps, bytes, s.cfg.MaxMemoryBytes)
+	if bytes > s.mem {
+		return fmt.Errorf("the output of %d blocks of %d gaps needs %d bytes, over the buffer budget (%d): lower MaxGaps", blocks, maxGaps, bytes, s.mem)
 	}
 	out, free, err := s.alloc(bytes)
 	if err != nil {
@@ -580,7 +645,7 @@ func (s *session) stolen() error {
 	defer destroy()
 	grid, block := Dim3{uint32(blocks), 1, 1}, Dim3{stolenBlockWidth, 1, 1}
 	if _, err := s.timed(ev, func() error {
-		return s.drv.LaunchKernel(f, grid, block, 0, uint64(out), uint64(s.cfg.StolenWindow), uint64(s.cfg.GapThreshold), maxGaps)
+		return s.drv.LaunchKernel(f, grid, block, 0, uint64(out), uint64(window), uint64(s.cfg.GapThreshold), maxGaps)
 	}); err != nil {
 		return err
 	}
@@ -592,6 +657,7 @@ func (s *session) stolen() error {
 	if err != nil {
 		return err
 	}
+	r.WindowPlanned = window
 	s.res.Stolen = &r
 	return nil
 }

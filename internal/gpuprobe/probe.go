@@ -20,6 +20,25 @@ type Options struct {
 	// Logger receives cleanup failures and per-measurement debug lines;
 	// nil discards them.
 	Logger *slog.Logger
+	// FreeMemory reports a device's free memory before the probe creates a
+	// context on it (the exporter: from its NVML snapshot; gpulens-verify:
+	// from NVML). Nil, or not known for a device: the probe creates the
+	// context, reads cuMemGetInfo at once and, when free memory is then
+	// below what the measurements need plus ContextReserveBytes, destroys
+	// it and skips (the context's own memory, a few hundred MiB, was held
+	// for that moment); the context's memory is then unknown
+	// (Result.ContextMemoryBytes 0) and assumed to be ContextReserveBytes.
+	FreeMemory FreeMemoryFunc
+}
+
+// thread is the state of the OS thread a Probe's driver work runs on.
+type thread struct {
+	// ctxLive is set while a context of ours may exist on the thread: from
+	// just before cuCtxCreate until cuCtxDestroy succeeds. A thread left
+	// with one is never handed back to Go's thread pool (its goroutine
+	// exits still locked, which ends the thread): another goroutine must
+	// not run on a thread whose current context is ours.
+	ctxLive bool
 }
 
 // Probe measures devices through a Driver. It implements Prober.
@@ -31,9 +50,13 @@ type Options struct {
 // the driver work carries on in the background; until it ends, every call
 // returns ErrBusy (Wait blocks until it has).
 type Probe struct {
-	drv Driver
-	log *slog.Logger
-	ptx [2]string // the base and tensor modules' PTX
+	drv        Driver
+	log        *slog.Logger
+	ptx        [2]string // the base and tensor modules' PTX
+	freeMemory FreeMemoryFunc
+	// lockThread and unlockThread are runtime.LockOSThread and
+	// runtime.UnlockOSThread (tests count them).
+	lockThread, unlockThread func()
 
 	mu      sync.Mutex
 	running chan struct{} // closed when the driver work in progress ends; nil when idle
@@ -48,7 +71,8 @@ func New(drv Driver, opts Options) *Probe {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Probe{drv: drv, log: log, ptx: [2]string{ptxBase, ptxTensor}}
+	return &Probe{drv: drv, log: log, ptx: [2]string{ptxBase, ptxTensor}, freeMemory: opts.FreeMemory,
+		lockThread: runtime.LockOSThread, unlockThread: runtime.UnlockOSThread}
 }
 
 // Wait blocks until the driver work in progress when it is called (a stuck
@@ -71,8 +95,11 @@ func (p *Probe) Wait(ctx context.Context) error {
 
 // do runs fn on a goroutine locked to its OS thread, one at a time per
 // Probe, and returns its error, or ctx's error as soon as ctx ends (fn then
-// runs on and marks the Probe busy until it returns), or ErrBusy.
-func (p *Probe) do(ctx context.Context, fn func() error) error {
+// runs on and marks the Probe busy until it returns), or ErrBusy. When fn
+// leaves th.ctxLive set (a context it could not destroy, or a panic while
+// one existed) the goroutine exits without unlocking: Go then ends the
+// thread instead of reusing it.
+func (p *Probe) do(ctx context.Context, fn func(th *thread) error) error {
 	p.mu.Lock()
 	for p.running != nil {
 		if p.stuck {
@@ -95,8 +122,15 @@ func (p *Probe) do(ctx context.Context, fn func() error) error {
 	finished := make(chan struct{})
 	var err error
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		p.lockThread()
+		th := &thread{}
+		defer func() {
+			if th.ctxLive {
+				p.log.Error("gpuprobe: a context could not be destroyed; its OS thread is retired with it")
+				return
+			}
+			p.unlockThread()
+		}()
 		defer func() {
 			p.mu.Lock()
 			p.running, p.stuck = nil, false
@@ -109,7 +143,7 @@ func (p *Probe) do(ctx context.Context, fn func() error) error {
 				err = fmt.Errorf("gpuprobe: panic in the driver: %v", r)
 			}
 		}()
-		err = fn()
+		err = fn(th)
 	}()
 	select {
 	case <-finished:
@@ -133,7 +167,7 @@ func (p *Probe) Devices(ctx context.Context) ([]DeviceInfo, error) {
 		return nil, err
 	}
 	var infos []DeviceInfo
-	err := p.do(ctx, func() error {
+	err := p.do(ctx, func(*thread) error {
 		if err := p.drv.Init(); err != nil {
 			return fmt.Errorf("gpuprobe: %w", err)
 		}
@@ -173,7 +207,8 @@ func deviceInfo(d Driver, ordinal, driverVersion int) (DeviceInfo, error) {
 	if info.UUID, err = d.DeviceUUID(ordinal); err != nil {
 		return fail(err)
 	}
-	attrs := []Attribute{AttrMultiprocessorCount, AttrComputeCapabilityMajor, AttrComputeCapabilityMinor, AttrPCIDomainID, AttrPCIBusID, AttrPCIDeviceID}
+	attrs := []Attribute{AttrMultiprocessorCount, AttrComputeCapabilityMajor, AttrComputeCapabilityMinor, AttrPCIDomainID, AttrPCIBusID, AttrPCIDeviceID,
+		AttrComputeMode, AttrL2CacheSize, AttrMaxThreadsPerMultiprocessor}
 	v := make(map[Attribute]int, len(attrs))
 	for _, a := range attrs {
 		if v[a], err = d.DeviceAttribute(ordinal, a); err != nil {
@@ -181,6 +216,9 @@ func deviceInfo(d Driver, ordinal, driverVersion int) (DeviceInfo, error) {
 		}
 	}
 	info.SMs = v[AttrMultiprocessorCount]
+	info.ComputeMode = v[AttrComputeMode]
+	info.L2CacheBytes = v[AttrL2CacheSize]
+	info.MaxThreadsPerSM = v[AttrMaxThreadsPerMultiprocessor]
 	info.ComputeCapability = fmt.Sprintf("%d.%d", v[AttrComputeCapabilityMajor], v[AttrComputeCapabilityMinor])
 	info.PCIBusID = fmt.Sprintf("%08X:%02X:%02X.0", v[AttrPCIDomainID], v[AttrPCIBusID], v[AttrPCIDeviceID])
 	if info.TotalMemoryBytes, err = d.DeviceTotalMem(ordinal); err != nil {
@@ -199,6 +237,11 @@ func deviceInfo(d Driver, ordinal, driverVersion int) (DeviceInfo, error) {
 // does not initialise, the device does not exist or no context can be
 // created on it, or ctx ended first (then also ErrBusy until the abandoned
 // work returns: a CUDA call cannot be cancelled).
+//
+// A device that is not the probe's to touch is left alone, with
+// Result.Skipped saying why and a nil error: a compute mode other than
+// DEFAULT (read before any context exists), or free memory below
+// cfg.MaxMemoryBytes + cfg.ContextReserveBytes (see Options.FreeMemory).
 func (p *Probe) Probe(ctx context.Context, ordinal int, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -207,9 +250,9 @@ func (p *Probe) Probe(ctx context.Context, ordinal int, cfg Config) (Result, err
 		return Result{}, err
 	}
 	var res Result
-	err := p.do(ctx, func() error {
+	err := p.do(ctx, func(th *thread) error {
 		var err error
-		res, err = p.run(ctx, ordinal, cfg)
+		res, err = p.run(ctx, th, ordinal, cfg)
 		return err
 	})
 	switch {
@@ -224,7 +267,7 @@ func (p *Probe) Probe(ctx context.Context, ordinal int, cfg Config) (Result, err
 }
 
 // run is one probe on the locked thread.
-func (p *Probe) run(ctx context.Context, ordinal int, cfg Config) (Result, error) {
+func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (Result, error) {
 	d := p.drv
 	if err := d.Init(); err != nil {
 		return Result{}, fmt.Errorf("gpuprobe: %w", err)
@@ -245,26 +288,111 @@ func (p *Probe) run(ctx context.Context, ordinal int, cfg Config) (Result, error
 		return Result{}, err
 	}
 	res := Result{Device: info, Started: d.Now()}
+	skip := func(reason, detail string) (Result, error) {
+		res.Skipped = &Skip{Reason: reason, Detail: detail}
+		res.Duration = d.Now().Sub(res.Started)
+		p.log.Info("gpuprobe: device left alone", "device", ordinal, "uuid", info.UUID, "reason", reason, "detail", detail)
+		return res, nil
+	}
+	if reason := computeModeSkip(info.ComputeMode); reason != "" {
+		return skip(reason, fmt.Sprintf("compute mode %d (%s): only DEFAULT lets the probe share the GPU", info.ComputeMode, computeModeName(info.ComputeMode)))
+	}
+	need := cfg.MaxMemoryBytes + cfg.ContextReserveBytes
+	var freeBefore uint64
+	known := false
+	if p.freeMemory != nil {
+		freeBefore, known = p.freeMemory(info)
+	}
+	if known {
+		res.FreeBeforeBytes = freeBefore
+		if freeBefore < need {
+			return skip(SkipFreeMemoryLow, fmt.Sprintf("%s free, the probe needs %s (its budget %s + %s for the context)",
+				fmtBytes(freeBefore), fmtBytes(need), fmtBytes(cfg.MaxMemoryBytes), fmtBytes(cfg.ContextReserveBytes)))
+		}
+	}
+	th.ctxLive = true
 	cctx, err := d.CtxCreate(ordinal)
 	if err != nil {
+		th.ctxLive = false
 		return Result{}, fmt.Errorf("gpuprobe: device %d: %w", ordinal, err)
+	}
+	destroyed := false
+	destroy := func() {
+		if destroyed {
+			return
+		}
+		destroyed = true
+		if err := d.CtxDestroy(cctx); err != nil {
+			p.log.Warn("gpuprobe: destroying the context", "device", ordinal, "err", err)
+			return
+		}
+		th.ctxLive = false
+	}
+	// Deferred so that a panic in the driver (recovered by do) still
+	// releases the GPU.
+	defer destroy()
+	free, _, err := d.MemGetInfo()
+	if err != nil {
+		return Result{}, fmt.Errorf("gpuprobe: device %d: reading free memory after creating the context: %w", ordinal, err)
+	}
+	ctxMem := cfg.ContextReserveBytes // assumed while unknown
+	if known {
+		ctxMem = 0
+		if freeBefore > free {
+			ctxMem = freeBefore - free
+		}
+		res.ContextMemoryBytes = ctxMem
+	}
+	if ctxMem < cfg.MaxMemoryBytes {
+		res.BufferBudgetBytes = cfg.MaxMemoryBytes - ctxMem
+	}
+	if free < res.BufferBudgetBytes+cfg.ContextReserveBytes {
+		destroy()
+		return skip(SkipFreeMemoryLow, fmt.Sprintf("%s free with the probe's context, the measurements need %s + %s for the context",
+			fmtBytes(free), fmtBytes(res.BufferBudgetBytes), fmtBytes(cfg.ContextReserveBytes)))
 	}
 	s := newSession(ctx, d, cfg, info, &res, p.log, p.ptx)
 	func() {
-		// Deferred so that a panic in the driver (recovered by do) still
-		// releases the GPU.
-		defer func() {
-			s.unloadModules()
-			if err := d.CtxDestroy(cctx); err != nil {
-				p.log.Warn("gpuprobe: destroying the context", "device", ordinal, "err", err)
-			}
-		}()
+		defer s.unloadModules()
 		p.measureAll(s)
 	}()
+	destroy()
 	res.GPUTime = s.gpuTime
 	res.Duration = d.Now().Sub(res.Started)
 	return res, nil
 }
+
+// computeModeSkip is the skip reason of a compute mode, "" for DEFAULT.
+func computeModeSkip(mode int) string {
+	switch mode {
+	case ComputeModeDefault:
+		return ""
+	case ComputeModeExclusiveThread:
+		return SkipComputeModeExclusiveThread
+	case ComputeModeProhibited:
+		return SkipComputeModeProhibited
+	}
+	// EXCLUSIVE_PROCESS, and any mode this package does not know: a
+	// context of ours may lock the tenant out.
+	return SkipComputeModeExclusiveProcess
+}
+
+func computeModeName(mode int) string {
+	switch mode {
+	case ComputeModeDefault:
+		return "DEFAULT"
+	case ComputeModeExclusiveThread:
+		return "EXCLUSIVE_THREAD"
+	case ComputeModeProhibited:
+		return "PROHIBITED"
+	case ComputeModeExclusiveProcess:
+		return "EXCLUSIVE_PROCESS"
+	}
+	return "unknown"
+}
+
+// fmtBytes writes n in MiB (one decimal).
+func fmtBytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func (p *Probe) measureAll(s *session) {
 	for _, m := range Measurements {

@@ -15,32 +15,47 @@ const (
 	minFillStep    = 1 << 20
 )
 
+// DefaultContextReserve is Config.ContextReserveBytes by default: a bare
+// CUDA 12 context with lazy module loading takes a few hundred MiB of
+// device memory on a data-centre GPU (measure it: gpulens_probe_context_memory_bytes).
+const DefaultContextReserve = 512 << 20
+
+// L2BufferFactor: every device-memory bandwidth buffer is at least this many
+// times the device's L2 cache, else the figure would be the L2's and is not
+// reported.
+const L2BufferFactor = 4
+
 // DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
-// of which a 1 s stolen-time window, at most 1 GiB of device memory (and as
-// much pinned host memory) for the measurement buffers, the fill test off
-// (1 GiB steps when enabled).
+// of which a 1 s stolen-time window, at most 2 GiB of device memory with
+// the context's own (so copy buffers of about 4 × L2 even on 126 MB-L2
+// GPUs), a 512 MiB margin for the context, the fill test off (1 GiB steps
+// when enabled).
 func DefaultConfig() Config {
 	return Config{
-		MaxMemoryBytes: 1 << 30,
-		GPUTimeBudget:  2 * time.Second,
-		StolenWindow:   time.Second,
-		GapThreshold:   10 * time.Microsecond,
-		MaxGaps:        2048,
-		FillStep:       1 << 30,
+		MaxMemoryBytes:      2 << 30,
+		ContextReserveBytes: DefaultContextReserve,
+		GPUTimeBudget:       2 * time.Second,
+		StolenWindow:        time.Second,
+		GapThreshold:        10 * time.Microsecond,
+		MaxGaps:             2048,
+		FillStep:            1 << 30,
 	}
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 256 MiB of device
-// memory, so that it can run every few minutes beside real work.
+// time including a 100 ms stolen-time window, and at most 1 GiB of device
+// memory with the context's own (about 512 MiB of context and two 256 MiB
+// copy buffers, 4 × the 50 MB L2 of an H100 or H200), so that it can run
+// every few minutes beside real work.
 func ExporterConfig() Config {
 	return Config{
-		MaxMemoryBytes: 256 << 20,
-		GPUTimeBudget:  250 * time.Millisecond,
-		StolenWindow:   100 * time.Millisecond,
-		GapThreshold:   10 * time.Microsecond,
-		MaxGaps:        256,
-		FillStep:       1 << 30,
+		MaxMemoryBytes:      1 << 30,
+		ContextReserveBytes: DefaultContextReserve,
+		GPUTimeBudget:       250 * time.Millisecond,
+		StolenWindow:        100 * time.Millisecond,
+		GapThreshold:        10 * time.Microsecond,
+		MaxGaps:             256,
+		FillStep:            1 << 30,
 	}
 }
 

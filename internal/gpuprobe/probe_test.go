@@ -39,8 +39,13 @@ func h100() simdriver.Device {
 		BF16TensorFLOPS:          470e12,
 		LaunchLatency:            6 * time.Microsecond,
 		TimerResolution:          32 * time.Nanosecond,
+		L2CacheBytes:             50 << 20,
+		ContextMemoryBytes:       h100ContextBytes,
 	}
 }
+
+// h100ContextBytes is the simulated H100's per-context memory.
+const h100ContextBytes = 520 << 20
 
 func newProbe(devs ...simdriver.Device) (*gpuprobe.Probe, *simdriver.Driver) {
 	drv := simdriver.New(devs, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
@@ -84,13 +89,16 @@ func TestProbeAtSpec(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := h100()
-			p, _ := newProbe(dev)
+			drv := simdriver.New([]simdriver.Device{dev}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+			// NVML's free memory before the context: all of it.
+			p := gpuprobe.New(drv, gpuprobe.Options{FreeMemory: func(gpuprobe.DeviceInfo) (uint64, bool) { return 80 * gib, true }})
 			res := probe(t, p, tc.cfg)
 			if len(res.Errors) > 0 {
 				t.Fatalf("errors: %+v", res.Errors)
 			}
 			want := gpuprobe.DeviceInfo{Ordinal: 0, Name: dev.Name, UUID: dev.UUID, PCIBusID: "00000000:18:00.0",
-				ComputeCapability: "9.0", SMs: 132, TotalMemoryBytes: 80 * gib, DriverVersion: 12040}
+				ComputeCapability: "9.0", SMs: 132, TotalMemoryBytes: 80 * gib, DriverVersion: 12040,
+				L2CacheBytes: 50 << 20, MaxThreadsPerSM: 2048}
 			if res.Device != want {
 				t.Errorf("Device = %+v, want %+v", res.Device, want)
 			}
@@ -104,8 +112,14 @@ func TestProbeAtSpec(t *testing.T) {
 			if res.LaunchLatencyP99 < res.LaunchLatency || float64(res.LaunchLatencyP99) > 1.01*float64(dev.LaunchLatency) {
 				t.Errorf("launch p99 %s, median %s: want median <= p99 <= 1.01 × %s", res.LaunchLatencyP99, res.LaunchLatency, dev.LaunchLatency)
 			}
-			if res.Memory == nil || res.Memory.TotalBytes != 80*gib || res.Memory.FreeBytes != 80*gib || res.Memory.FillTested {
-				t.Errorf("Memory = %+v, want 80 GiB total and free, no fill", res.Memory)
+			if res.Memory == nil || res.Memory.TotalBytes != 80*gib || res.Memory.FreeBytes != 80*gib-h100ContextBytes || res.Memory.FillTested {
+				t.Errorf("Memory = %+v, want 80 GiB total, 80 GiB less the context free, no fill", res.Memory)
+			}
+			// The context's own memory is measured and counted in the budget.
+			if res.Skipped != nil || res.FreeBeforeBytes != 80*gib || res.ContextMemoryBytes != h100ContextBytes ||
+				res.BufferBudgetBytes != tc.cfg.MaxMemoryBytes-h100ContextBytes {
+				t.Errorf("Skipped %v, free before %d, context %d, buffer budget %d; want not skipped, %d, %d, %d", res.Skipped,
+					res.FreeBeforeBytes, res.ContextMemoryBytes, res.BufferBudgetBytes, 80*gib, h100ContextBytes, tc.cfg.MaxMemoryBytes-h100ContextBytes)
 			}
 			st := res.Stolen
 			if st == nil || st.Ratio != 0 || st.MaxRatio != 0 || st.Gaps != 0 || st.Blocks != 132 {
@@ -222,6 +236,7 @@ func TestProbeFill(t *testing.T) {
 			dev := h100()
 			dev.TotalMemoryBytes = 20 * gib
 			dev.UsedByOthers = func(time.Time) uint64 { return 4 * gib }
+			dev.ContextMemoryBytes = 0 // round figures
 			p, _ := newProbe(dev)
 			cfg := gpuprobe.ExporterConfig()
 			cfg.Fill, cfg.FillStep, cfg.FillLimitBytes = true, tc.step, tc.limit
@@ -262,8 +277,6 @@ func TestProbeErrors(t *testing.T) {
 			map[string]int{"bf16_tensor": 719}},
 		{"module load", nil, func(d *simdriver.Driver) { d.FailCall("cuModuleLoadDataEx", 218) },
 			map[string]int{"device_copy": 218, "fp32": 218, "fp16_tensor": 218, "bf16_tensor": 218, "launch": 218, "stolen": 218}},
-		{"memory info", nil, func(d *simdriver.Driver) { d.FailCall("cuMemGetInfo_v2", 999) },
-			map[string]int{"memory": 999}},
 		{"events", nil, func(d *simdriver.Driver) { d.FailCall("cuEventCreate", 2) },
 			map[string]int{"h2d": 2, "d2h": 2, "device_copy": 2, "fp32": 2, "fp16_tensor": 2, "bf16_tensor": 2, "stolen": 2}},
 		{"stolen readback", nil, func(d *simdriver.Driver) { d.FailCall("cuMemcpyDtoH_v2", 700) },
@@ -329,6 +342,9 @@ func TestProbeFatal(t *testing.T) {
 		{"negative ordinal", -1, "", 0, "no CUDA device -1"},
 		{"context", 0, "cuCtxCreate_v2", 46, "CUDA_ERROR_DEVICE_UNAVAILABLE"},
 		{"uuid", 0, "cuDeviceGetUuid_v2", 999, "cuDeviceGetUuid_v2: CUDA_ERROR_UNKNOWN (999)"},
+		// Free memory cannot be checked once the context exists: nothing
+		// runs (and the context is destroyed, checked below).
+		{"memory info", 0, "cuMemGetInfo_v2", 999, "reading free memory after creating the context: cuMemGetInfo_v2: CUDA_ERROR_UNKNOWN (999)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, drv := newProbe(h100())
@@ -345,6 +361,9 @@ func TestProbeFatal(t *testing.T) {
 			var ce *gpuprobe.CUDAError
 			if tc.code != 0 && (!errors.As(err, &ce) || ce.Code != tc.code) {
 				t.Errorf("error %v does not carry CUDA code %d", err, tc.code)
+			}
+			if _, err := drv.MemAlloc(1); err == nil {
+				t.Errorf("a context is left after the failed probe")
 			}
 		})
 	}
@@ -396,9 +415,10 @@ func TestProbeHang(t *testing.T) {
 	if len(res.Errors) > 0 || res.Stolen == nil {
 		t.Errorf("after release: %+v", res)
 	}
-	// The abandoned probe cleaned up: all memory is free again.
-	if res.Memory.FreeBytes != 80*gib {
-		t.Errorf("free %d after the abandoned probe, want %d", res.Memory.FreeBytes, 80*gib)
+	// The abandoned probe cleaned up: all memory but the new context's is
+	// free again.
+	if res.Memory.FreeBytes != 80*gib-h100ContextBytes {
+		t.Errorf("free %d after the abandoned probe, want %d", res.Memory.FreeBytes, 80*gib-h100ContextBytes)
 	}
 }
 
@@ -517,14 +537,17 @@ func TestProbeCoarseTimer(t *testing.T) {
 func TestDevices(t *testing.T) {
 	a, b := h100(), h100()
 	b.Name, b.UUID, b.PCIBusID, b.CCMajor, b.CCMinor, b.SMs, b.TotalMemoryBytes = "NVIDIA L4", "MIG-1", "0000abcd:c1:1f.0", 8, 9, 58, 24*gib
+	b.ComputeMode, b.L2CacheBytes, b.MaxThreadsPerSM = 3, 48<<20, 1536
 	p, _ := newProbe(a, b)
 	got, err := p.Devices(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []gpuprobe.DeviceInfo{
-		{Ordinal: 0, Name: a.Name, UUID: a.UUID, PCIBusID: "00000000:18:00.0", ComputeCapability: "9.0", SMs: 132, TotalMemoryBytes: 80 * gib, DriverVersion: 12040},
-		{Ordinal: 1, Name: "NVIDIA L4", UUID: "MIG-1", PCIBusID: "0000ABCD:C1:1F.0", ComputeCapability: "8.9", SMs: 58, TotalMemoryBytes: 24 * gib, DriverVersion: 12040},
+		{Ordinal: 0, Name: a.Name, UUID: a.UUID, PCIBusID: "00000000:18:00.0", ComputeCapability: "9.0", SMs: 132, TotalMemoryBytes: 80 * gib, DriverVersion: 12040,
+			L2CacheBytes: 50 << 20, MaxThreadsPerSM: 2048},
+		{Ordinal: 1, Name: "NVIDIA L4", UUID: "MIG-1", PCIBusID: "0000ABCD:C1:1F.0", ComputeCapability: "8.9", SMs: 58, TotalMemoryBytes: 24 * gib, DriverVersion: 12040,
+			ComputeMode: 3, L2CacheBytes: 48 << 20, MaxThreadsPerSM: 1536},
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("Devices = %+v\nwant %+v", got, want)
@@ -537,16 +560,26 @@ func TestDevices(t *testing.T) {
 	}
 }
 
-// panicky is a driver whose cuMemGetInfo panics, as a broken binding might.
-type panicky struct{ *simdriver.Driver }
+// panicky is a driver whose first cuMemGetInfo panics, as a broken binding
+// might.
+type panicky struct {
+	*simdriver.Driver
+	panicked *bool
+}
 
-func (panicky) MemGetInfo() (uint64, uint64, error) { panic("boom") }
+func (p panicky) MemGetInfo() (uint64, uint64, error) {
+	if !*p.panicked {
+		*p.panicked = true
+		panic("boom")
+	}
+	return p.Driver.MemGetInfo()
+}
 
 // TestProbePanic: a panic in the driver is an error, not a crash, and the
 // context is still destroyed.
 func TestProbePanic(t *testing.T) {
 	_, drv := newProbe(h100())
-	p := gpuprobe.New(panicky{drv}, gpuprobe.Options{})
+	p := gpuprobe.New(panicky{drv, new(bool)}, gpuprobe.Options{})
 	_, err := p.Probe(context.Background(), 0, gpuprobe.ExporterConfig())
 	if err == nil || !strings.Contains(err.Error(), "panic in the driver: boom") {
 		t.Fatalf("Probe: %v, want the panic as an error", err)

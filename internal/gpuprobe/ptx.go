@@ -1,6 +1,9 @@
 package gpuprobe
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // ptxBase holds KernelNoop, KernelCopy, KernelFMA and KernelStolen; ptxTensor
 // holds KernelMMAF16 and KernelMMABF16 (compute capability 8.0+), in a module
@@ -18,7 +21,7 @@ import "strings"
 //     hot loops are unrolled by hand (8 iterations of FMA, 4 of MMA) with a
 //     one-iteration tail, so an iteration count need not be a multiple of
 //     the unroll and the work done is exactly what kernels.go counts.
-const (
+var (
 	ptxBase = `//
 // gpulens probe kernels: base module (any GPU the driver supports)
 //
@@ -32,16 +35,20 @@ const (
 	ret;
 }
 
-// gpulens_copy(dst, src, n16): copies n16 16-byte words, grid-stride.
+// gpulens_copy(dst, src, n16): copies n16 16-byte words, grid-stride,
+// CopyUnroll (4) independent 16-byte loads in flight per thread: thread i
+// loads words i, i+S, i+2S and i+3S (S: threads in the grid, so each load
+// instruction of a warp reads 512 contiguous bytes) before it stores any,
+// then moves on by 4S; a one-word tail loop finishes.
 .visible .entry gpulens_copy(
 	.param .u64 gpulens_copy_dst,
 	.param .u64 gpulens_copy_src,
 	.param .u64 gpulens_copy_n16
 )
 {
-	.reg .pred 	%p<2>;
-	.reg .b32 	%r<9>;
-	.reg .b64 	%rd<10>;
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<21>;
+	.reg .b64 	%rd<16>;
 
 	ld.param.u64 	%rd1, [gpulens_copy_dst];
 	ld.param.u64 	%rd2, [gpulens_copy_src];
@@ -55,158 +62,50 @@ const (
 	mul.wide.u32 	%rd4, %r1, %r2;
 	cvt.u64.u32 	%rd5, %r3;
 	add.u64 	%rd4, %rd4, %rd5;	// i = global thread
-	mul.wide.u32 	%rd6, %r2, %r4;	// stride = threads in the grid
-	setp.ge.u64 	%p1, %rd4, %rd3;
-	@%p1 bra 	COPY_DONE;
-COPY_LOOP:
-	shl.b64 	%rd7, %rd4, 4;
-	add.u64 	%rd8, %rd2, %rd7;
-	ld.global.v4.u32 	{%r5, %r6, %r7, %r8}, [%rd8];
-	add.u64 	%rd9, %rd1, %rd7;
-	st.global.v4.u32 	[%rd9], {%r5, %r6, %r7, %r8};
+	mul.wide.u32 	%rd6, %r2, %r4;	// S = threads in the grid
+	shl.b64 	%rd7, %rd6, 4;	// 16*S bytes
+	mul.lo.u64 	%rd8, %rd6, 3;	// 3*S
+	shl.b64 	%rd15, %rd6, 2;	// 4*S
+COPY_LOOP4:
+	add.u64 	%rd9, %rd4, %rd8;	// i+3S: the last word of this round
+	setp.ge.u64 	%p1, %rd9, %rd3;
+	@%p1 bra 	COPY_TAIL;
+	shl.b64 	%rd10, %rd4, 4;
+	add.u64 	%rd11, %rd2, %rd10;
+	ld.global.v4.u32 	{%r5, %r6, %r7, %r8}, [%rd11];
+	add.u64 	%rd12, %rd11, %rd7;
+	ld.global.v4.u32 	{%r9, %r10, %r11, %r12}, [%rd12];
+	add.u64 	%rd12, %rd12, %rd7;
+	ld.global.v4.u32 	{%r13, %r14, %r15, %r16}, [%rd12];
+	add.u64 	%rd12, %rd12, %rd7;
+	ld.global.v4.u32 	{%r17, %r18, %r19, %r20}, [%rd12];
+	add.u64 	%rd13, %rd1, %rd10;
+	st.global.v4.u32 	[%rd13], {%r5, %r6, %r7, %r8};
+	add.u64 	%rd13, %rd13, %rd7;
+	st.global.v4.u32 	[%rd13], {%r9, %r10, %r11, %r12};
+	add.u64 	%rd13, %rd13, %rd7;
+	st.global.v4.u32 	[%rd13], {%r13, %r14, %r15, %r16};
+	add.u64 	%rd13, %rd13, %rd7;
+	st.global.v4.u32 	[%rd13], {%r17, %r18, %r19, %r20};
+	add.u64 	%rd4, %rd4, %rd15;
+	bra.uni 	COPY_LOOP4;
+COPY_TAIL:
+	setp.ge.u64 	%p2, %rd4, %rd3;
+	@%p2 bra 	COPY_DONE;
+COPY_LOOP1:
+	shl.b64 	%rd10, %rd4, 4;
+	add.u64 	%rd11, %rd2, %rd10;
+	ld.global.v4.u32 	{%r5, %r6, %r7, %r8}, [%rd11];
+	add.u64 	%rd13, %rd1, %rd10;
+	st.global.v4.u32 	[%rd13], {%r5, %r6, %r7, %r8};
 	add.u64 	%rd4, %rd4, %rd6;
-	setp.lt.u64 	%p1, %rd4, %rd3;
-	@%p1 bra 	COPY_LOOP;
+	setp.lt.u64 	%p2, %rd4, %rd3;
+	@%p2 bra 	COPY_LOOP1;
 COPY_DONE:
 	ret;
 }
 
-// gpulens_fma(out, iters): FMAChains (8) independent FP32 FMA chains per
-// thread, iters iterations, x = x*a + b with a = 0.99999, b = 1e-5 (the
-// chains converge to 1, never overflow). Chain c starts at
-// gid*2^-20 + (c+1), so every thread computes different values; the sum of
-// the chains goes to out[gid] (f32).
-.visible .entry gpulens_fma(
-	.param .u64 gpulens_fma_out,
-	.param .u64 gpulens_fma_iters
-)
-{
-	.reg .pred 	%p<3>;
-	.reg .b32 	%r<4>;
-	.reg .b64 	%rd<8>;
-	.reg .f32 	%f<14>;
-
-	ld.param.u64 	%rd1, [gpulens_fma_out];
-	ld.param.u64 	%rd2, [gpulens_fma_iters];
-	mov.u32 	%r1, %ctaid.x;
-	mov.u32 	%r2, %ntid.x;
-	mov.u32 	%r3, %tid.x;
-	mul.wide.u32 	%rd3, %r1, %r2;
-	cvt.u64.u32 	%rd4, %r3;
-	add.u64 	%rd3, %rd3, %rd4;	// gid
-	cvt.rn.f32.u64 	%f9, %rd3;
-	mul.rn.f32 	%f9, %f9, 0f35800000;	// gid * 2^-20
-	add.rn.f32 	%f1, %f9, 0f3F800000;	// + 1
-	add.rn.f32 	%f2, %f9, 0f40000000;	// + 2
-	add.rn.f32 	%f3, %f9, 0f40400000;	// + 3
-	add.rn.f32 	%f4, %f9, 0f40800000;	// + 4
-	add.rn.f32 	%f5, %f9, 0f40A00000;	// + 5
-	add.rn.f32 	%f6, %f9, 0f40C00000;	// + 6
-	add.rn.f32 	%f7, %f9, 0f40E00000;	// + 7
-	add.rn.f32 	%f8, %f9, 0f41000000;	// + 8
-	mov.f32 	%f10, 0f3F7FFF58;	// a = 0.99999
-	mov.f32 	%f11, 0f3727C5AC;	// b = 1e-5
-	mov.u64 	%rd5, %rd2;	// iterations left
-	setp.lt.u64 	%p1, %rd5, 8;
-	@%p1 bra 	FMA_TAIL;
-FMA_LOOP8:
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	sub.u64 	%rd5, %rd5, 8;
-	setp.ge.u64 	%p1, %rd5, 8;
-	@%p1 bra 	FMA_LOOP8;
-FMA_TAIL:
-	setp.eq.u64 	%p2, %rd5, 0;
-	@%p2 bra 	FMA_DONE;
-FMA_LOOP1:
-	fma.rn.f32 	%f1, %f1, %f10, %f11;
-	fma.rn.f32 	%f2, %f2, %f10, %f11;
-	fma.rn.f32 	%f3, %f3, %f10, %f11;
-	fma.rn.f32 	%f4, %f4, %f10, %f11;
-	fma.rn.f32 	%f5, %f5, %f10, %f11;
-	fma.rn.f32 	%f6, %f6, %f10, %f11;
-	fma.rn.f32 	%f7, %f7, %f10, %f11;
-	fma.rn.f32 	%f8, %f8, %f10, %f11;
-	sub.u64 	%rd5, %rd5, 1;
-	setp.ne.u64 	%p2, %rd5, 0;
-	@%p2 bra 	FMA_LOOP1;
-FMA_DONE:
-	add.rn.f32 	%f12, %f1, %f2;
-	add.rn.f32 	%f12, %f12, %f3;
-	add.rn.f32 	%f12, %f12, %f4;
-	add.rn.f32 	%f12, %f12, %f5;
-	add.rn.f32 	%f12, %f12, %f6;
-	add.rn.f32 	%f12, %f12, %f7;
-	add.rn.f32 	%f12, %f12, %f8;
-	cvta.to.global.u64 	%rd6, %rd1;
-	shl.b64 	%rd7, %rd3, 2;
-	add.u64 	%rd6, %rd6, %rd7;
-	st.global.f32 	[%rd6], %f12;
-	ret;
-}
-
+` + fmaKernelPTX() + `
 // gpulens_stolen(out, window_ns, threshold_ns, max_gaps): thread 0 of each
 // block reads %globaltimer until window_ns has passed since its first
 // reading; a step longer than threshold_ns is a gap (time this block did
@@ -293,11 +192,13 @@ var ptxTensor = `//
 
 // gpulens_mma_f16(out, iters) / gpulens_mma_bf16(out, iters): each warp runs
 // MMAChains (4) independent mma.sync.aligned.m16n8k16 per iteration, f32
-// accumulators. Every element a lane holds in its A fragment is
-// (lane+1)/64, in its B fragment (lane%4+1)/8 (exact in f16 and bf16, so
-// both kernels compute the same values); chain c's accumulators start at
-// c+1. Lane 0 of each warp stores the sum of its 16 accumulators to
-// out[global warp] (f32).
+// accumulators. Every element of a lane's A and B fragments is
+// pseudo-random, per lane, in ±[0.5, 1) (a xorshift32 seeded with the
+// global thread index fills the sign and mantissa bits), so the tensor
+// cores switch as under real work; chain c's accumulators start at c+1
+// (a random walk of at most 16 products of magnitude < 1 per iteration:
+// finite in f32). Lane 0 of each warp stores the sum of its 16
+// accumulators to out[global warp] (f32).
 ` + mmaKernel("f16", "F16") + "\n" + mmaKernel("bf16", "BF16")
 
 // mmaKernelPTX is gpulens_mma_{{T}}: the f16 and bf16 kernels differ only in
@@ -310,22 +211,23 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 {
 	.reg .pred 	%p<4>;
 	.reg .b32 	%r<8>;
+	.reg .b32 	%ra<4>;
+	.reg .b32 	%rb<2>;
+	.reg .b32 	%rs;
+	.reg .b32 	%rt;
 	.reg .b64 	%rd<9>;
 	.reg .f32 	%f<24>;
 
 	ld.param.u64 	%rd1, [gpulens_mma_{{T}}_out];
 	ld.param.u64 	%rd2, [gpulens_mma_{{T}}_iters];
 	mov.u32 	%r1, %laneid;
-	add.u32 	%r2, %r1, 1;
-	cvt.rn.f32.u32 	%f20, %r2;
-	mul.rn.f32 	%f20, %f20, 0f3C800000;	// (lane+1)/64
-	and.b32 	%r3, %r1, 3;
-	add.u32 	%r3, %r3, 1;
-	cvt.rn.f32.u32 	%f21, %r3;
-	mul.rn.f32 	%f21, %f21, 0f3E000000;	// (lane%4+1)/8
-	cvt.rn.{{T}}x2.f32 	%r4, %f20, %f20;	// A
-	cvt.rn.{{T}}x2.f32 	%r5, %f21, %f21;	// B
-	mov.f32 	%f0, 0f3F800000;
+	mov.u32 	%r2, %ctaid.x;
+	mov.u32 	%r3, %ntid.x;
+	mov.u32 	%r6, %tid.x;
+	mad.lo.u32 	%r2, %r2, %r3, %r6;	// global thread
+	mad.lo.u32 	%rs, %r2, 0x9E3779B9, 0x2545F491;	// xorshift32 seed
+	or.b32 	%rs, %rs, 1;
+{{DRAW}}	mov.f32 	%f0, 0f3F800000;
 	mov.f32 	%f1, 0f3F800000;
 	mov.f32 	%f2, 0f3F800000;
 	mov.f32 	%f3, 0f3F800000;
@@ -345,22 +247,22 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	setp.lt.u64 	%p1, %rd3, 4;
 	@%p1 bra 	{{L}}_TAIL;
 {{L}}_LOOP4:
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
 	sub.u64 	%rd3, %rd3, 4;
 	setp.ge.u64 	%p1, %rd3, 4;
 	@%p1 bra 	{{L}}_LOOP4;
@@ -368,10 +270,10 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	setp.eq.u64 	%p2, %rd3, 0;
 	@%p2 bra 	{{L}}_DONE;
 {{L}}_LOOP1:
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f0, %f1, %f2, %f3};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f4, %f5, %f6, %f7};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f8, %f9, %f10, %f11};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%r4, %r4, %r4, %r4}, {%r5, %r5}, {%f12, %f13, %f14, %f15};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
+	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
 	sub.u64 	%rd3, %rd3, 1;
 	setp.ne.u64 	%p2, %rd3, 0;
 	@%p2 bra 	{{L}}_LOOP1;
@@ -412,5 +314,116 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 // mmaKernel instantiates mmaKernelPTX for one input type ("f16", "bf16")
 // with its label prefix ("F16", "BF16").
 func mmaKernel(dtype, label string) string {
-	return strings.NewReplacer("{{T}}", dtype, "{{L}}", label).Replace(mmaKernelPTX)
+	// Two elements per register, each ±[0.5, 1): the sign and mantissa
+	// bits random, the exponent that of 0.5 (f16: 5 exponent bits, 10
+	// mantissa; bf16: 8 and 7).
+	mask, bits := "0x83FF83FF", "0x38003800"
+	if dtype == "bf16" {
+		mask, bits = "0x807F807F", "0x3F003F00"
+	}
+	var draw strings.Builder
+	for _, reg := range []string{"%ra0", "%ra1", "%ra2", "%ra3", "%rb0", "%rb1"} {
+		xorshiftPTX(&draw, "%rs", "%rt")
+		fmt.Fprintf(&draw, "\tand.b32 \t%s, %%rs, %s;\n\tor.b32 \t%s, %s, %s;\t// two elements in ±[0.5, 1)\n", reg, mask, reg, reg, bits)
+	}
+	return strings.NewReplacer("{{T}}", dtype, "{{L}}", label, "{{DRAW}}", draw.String()).Replace(mmaKernelPTX)
+}
+
+// xorshiftPTX advances the per-thread xorshift32 state in reg (Marsaglia's
+// 13, 17, 5), using tmp.
+func xorshiftPTX(b *strings.Builder, reg, tmp string) {
+	fmt.Fprintf(b, "\tshl.b32 \t%s, %s, 13;\n\txor.b32 \t%s, %s, %s;\n", tmp, reg, reg, reg, tmp)
+	fmt.Fprintf(b, "\tshr.u32 \t%s, %s, 17;\n\txor.b32 \t%s, %s, %s;\n", tmp, reg, reg, reg, tmp)
+	fmt.Fprintf(b, "\tshl.b32 \t%s, %s, 5;\n\txor.b32 \t%s, %s, %s;\n", tmp, reg, reg, reg, tmp)
+}
+
+// fmaKernelPTX is gpulens_fma. Every operand is per lane and per chain
+// pseudo-random, so that the multipliers and adders switch as under real
+// work (constant operands draw far less power, and a power- or
+// cooling-limited card would look healthy): chain c runs x = x*a_c + b_c
+// with x_0 and b_c in [1, 2) and a_c in [0.5, 1), drawn from a xorshift32
+// seeded with the global thread index, so x stays finite (it tends to
+// b_c/(1-a_c) < 2^25) and every chain of every lane computes different
+// values.
+func fmaKernelPTX() string {
+	var b strings.Builder
+	b.WriteString(`// gpulens_fma(out, iters): FMAChains (8) independent FP32 FMA chains per
+// thread, iters iterations; chain c computes x = x*a_c + b_c with
+// per-lane pseudo-random x_0, b_c in [1, 2) and a_c in [0.5, 1) (see
+// fmaKernelPTX); the sum of the chains goes to out[gid] (f32).
+.visible .entry gpulens_fma(
+	.param .u64 gpulens_fma_out,
+	.param .u64 gpulens_fma_iters
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<8>;
+	.reg .f32 	%f<13>;
+	.reg .f32 	%fa<8>;
+	.reg .f32 	%fb<8>;
+
+	ld.param.u64 	%rd1, [gpulens_fma_out];
+	ld.param.u64 	%rd2, [gpulens_fma_iters];
+	mov.u32 	%r1, %ctaid.x;
+	mov.u32 	%r2, %ntid.x;
+	mov.u32 	%r3, %tid.x;
+	mul.wide.u32 	%rd3, %r1, %r2;
+	cvt.u64.u32 	%rd4, %r3;
+	add.u64 	%rd3, %rd3, %rd4;	// gid
+	cvt.u32.u64 	%r4, %rd3;
+	mad.lo.u32 	%r4, %r4, 0x9E3779B9, 0x2545F491;	// xorshift32 seed from gid
+	or.b32 	%r4, %r4, 1;
+`)
+	draw := func(dst, exp, what string) {
+		xorshiftPTX(&b, "%r4", "%r5")
+		fmt.Fprintf(&b, "\tand.b32 \t%%r6, %%r4, 0x007FFFFF;\n\tor.b32 \t%%r6, %%r6, %s;\n\tmov.b32 \t%s, %%r6;\t// %s\n", exp, dst, what)
+	}
+	for c := range FMAChains {
+		draw(fmt.Sprintf("%%f%d", c+1), "0x3F800000", fmt.Sprintf("x_%d in [1, 2)", c))
+		draw(fmt.Sprintf("%%fa%d", c), "0x3F000000", fmt.Sprintf("a_%d in [0.5, 1)", c))
+		draw(fmt.Sprintf("%%fb%d", c), "0x3F800000", fmt.Sprintf("b_%d in [1, 2)", c))
+	}
+	b.WriteString(`	mov.u64 	%rd5, %rd2;	// iterations left
+	setp.lt.u64 	%p1, %rd5, 8;
+	@%p1 bra 	FMA_TAIL;
+FMA_LOOP8:
+`)
+	chains := func() {
+		for c := range FMAChains {
+			fmt.Fprintf(&b, "\tfma.rn.f32 \t%%f%d, %%f%d, %%fa%d, %%fb%d;\n", c+1, c+1, c, c)
+		}
+	}
+	for range 8 {
+		chains()
+	}
+	b.WriteString(`	sub.u64 	%rd5, %rd5, 8;
+	setp.ge.u64 	%p1, %rd5, 8;
+	@%p1 bra 	FMA_LOOP8;
+FMA_TAIL:
+	setp.eq.u64 	%p2, %rd5, 0;
+	@%p2 bra 	FMA_DONE;
+FMA_LOOP1:
+`)
+	chains()
+	b.WriteString(`	sub.u64 	%rd5, %rd5, 1;
+	setp.ne.u64 	%p2, %rd5, 0;
+	@%p2 bra 	FMA_LOOP1;
+FMA_DONE:
+	add.rn.f32 	%f12, %f1, %f2;
+	add.rn.f32 	%f12, %f12, %f3;
+	add.rn.f32 	%f12, %f12, %f4;
+	add.rn.f32 	%f12, %f12, %f5;
+	add.rn.f32 	%f12, %f12, %f6;
+	add.rn.f32 	%f12, %f12, %f7;
+	add.rn.f32 	%f12, %f12, %f8;
+	cvta.to.global.u64 	%rd6, %rd1;
+	shl.b64 	%rd7, %rd3, 2;
+	add.u64 	%rd6, %rd6, %rd7;
+	st.global.f32 	[%rd6], %f12;
+	ret;
+}
+
+`)
+	return b.String()
 }

@@ -177,3 +177,57 @@ func TestPTXWorkPerIteration(t *testing.T) {
 		})
 	}
 }
+
+// TestPTXOperandsPerLane: the FMA and mma.sync kernels take their operands
+// from a per-thread xorshift32 (seeded with the global thread index), every
+// chain its own multiplier and addend, and A fragments of four different
+// registers: constant operands draw far less power than real work.
+func TestPTXOperandsPerLane(t *testing.T) {
+	base := parsePTXEntries(t, ptxBase)
+	tensor := parsePTXEntries(t, ptxTensor)
+	fma := base[KernelFMA].body
+	if !strings.Contains(fma, "mad.lo.u32 \t%r4, %r4, 0x9E3779B9") {
+		t.Errorf("FMA kernel: no per-thread seed")
+	}
+	if n := strings.Count(fma, "shr.u32"); n != 3*FMAChains {
+		t.Errorf("FMA kernel: %d xorshift steps, want %d (x, a, b per chain)", n, 3*FMAChains)
+	}
+	loop := loopBody(t, fma, "FMA_LOOP1")
+	ops := map[string]bool{}
+	for line := range strings.SplitSeq(loop, "\n") {
+		f := strings.Fields(strings.NewReplacer(",", " ", ";", " ").Replace(line))
+		if len(f) == 5 && f[0] == "fma.rn.f32" {
+			ops[f[3]], ops[f[4]] = true, true
+		}
+	}
+	if len(ops) != 2*FMAChains {
+		t.Errorf("FMA chains use %d distinct multiplier/addend registers, want %d: %v", len(ops), 2*FMAChains, ops)
+	}
+	for name, e := range map[string]ptxEntry{KernelMMAF16: tensor[KernelMMAF16], KernelMMABF16: tensor[KernelMMABF16]} {
+		if !strings.Contains(e.body, "{%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}") {
+			t.Errorf("%s: A and B fragments are not four and two different registers", name)
+		}
+		if n := strings.Count(e.body, "shr.u32"); n != 6 {
+			t.Errorf("%s: %d xorshift steps, want 6 (4 A + 2 B registers)", name, n)
+		}
+	}
+}
+
+// TestPTXCopyLoadsInFlight: the copy kernel's main loop issues CopyUnroll
+// 16-byte loads before its first store.
+func TestPTXCopyLoadsInFlight(t *testing.T) {
+	body := parsePTXEntries(t, ptxBase)[KernelCopy].body
+	start := strings.Index(body, "\nCOPY_LOOP4:")
+	end := strings.Index(body, "\nCOPY_TAIL:")
+	if start < 0 || end < start {
+		t.Fatal("no COPY_LOOP4 ... COPY_TAIL")
+	}
+	loop := body[start:end]
+	firstStore := strings.Index(loop, "st.global.v4.u32")
+	if n := strings.Count(loop[:max(0, firstStore)], "ld.global.v4.u32"); n != CopyUnroll {
+		t.Errorf("%d loads before the first store, want %d", n, CopyUnroll)
+	}
+	if n := strings.Count(loop, "st.global.v4.u32"); n != CopyUnroll {
+		t.Errorf("%d stores per round, want %d", n, CopyUnroll)
+	}
+}

@@ -30,7 +30,51 @@ type DeviceInfo struct {
 	SMs               int    `json:"sms"`
 	TotalMemoryBytes  uint64 `json:"total_memory_bytes"`
 	DriverVersion     int    `json:"cuda_driver_version"` // 12040 for 12.4
+	// ComputeMode is CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (ComputeMode*): the
+	// probe creates a context only in ComputeModeDefault.
+	ComputeMode int `json:"compute_mode"`
+	// L2CacheBytes is CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: the device-copy
+	// buffers must each be at least L2BufferFactor times larger.
+	L2CacheBytes int `json:"l2_cache_bytes"`
+	// MaxThreadsPerSM is CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+	// the copy kernel fills every SM to it.
+	MaxThreadsPerSM int `json:"max_threads_per_sm"`
 }
+
+// Reasons a Probe creates no context (Result.Skipped), the reason label of
+// gpulens_probe_skipped_total.
+const (
+	// SkipComputeModeExclusiveProcess: the device is in EXCLUSIVE_PROCESS
+	// compute mode; a context of ours would make a job of the tenant's
+	// starting meanwhile fail (CUDA_ERROR_DEVICE_UNAVAILABLE).
+	SkipComputeModeExclusiveProcess = "compute_mode_exclusive_process"
+	// SkipComputeModeExclusiveThread: the deprecated EXCLUSIVE_THREAD mode.
+	SkipComputeModeExclusiveThread = "compute_mode_exclusive_thread"
+	// SkipComputeModeProhibited: no context may be created on the device.
+	SkipComputeModeProhibited = "compute_mode_prohibited"
+	// SkipFreeMemoryLow: the device's free memory is below
+	// Config.MaxMemoryBytes + Config.ContextReserveBytes.
+	SkipFreeMemoryLow = "free_memory_low"
+	// SkipMIGInstanceNotVisible: a MIG instance this process cannot see
+	// (CUDA enumerates one MIG instance per process). Set by callers that
+	// know the instances from NVML, never by Probe.
+	SkipMIGInstanceNotVisible = "mig_instance_not_visible"
+)
+
+// SkipReasons lists every skip reason.
+var SkipReasons = []string{SkipComputeModeExclusiveProcess, SkipComputeModeExclusiveThread, SkipComputeModeProhibited, SkipFreeMemoryLow, SkipMIGInstanceNotVisible}
+
+// Skip says why a Probe left a device alone.
+type Skip struct {
+	Reason string `json:"reason"` // one of SkipReasons
+	Detail string `json:"detail"` // the figures behind it, for people
+}
+
+// FreeMemoryFunc returns a device's free memory as NVML reports it, before
+// the probe creates a context (CUDA cannot tell free memory without one),
+// and whether it is known. It is called on the probe's locked thread and
+// must return quickly.
+type FreeMemoryFunc func(DeviceInfo) (free uint64, known bool)
 
 // Measurement names, used in Config.Skip, Result.Errors and metric labels.
 const (
@@ -51,9 +95,16 @@ var Measurements = []string{MeasureMemory, MeasureH2D, MeasureD2H, MeasureDevice
 // Config bounds one Probe call. The zero value is not valid; start from
 // DefaultConfig (gpulens-verify) or ExporterConfig (the continuous probe).
 type Config struct {
-	// MaxMemoryBytes caps the device memory and the pinned host memory the
-	// measurements (not the fill test) allocate.
+	// MaxMemoryBytes caps the device memory the probe takes, its context's
+	// own memory included (the rest is for the measurement buffers), and the
+	// pinned host memory the measurements (not the fill test) allocate.
 	MaxMemoryBytes uint64
+	// ContextReserveBytes is the margin for the context: the probe creates
+	// no context unless free memory is at least MaxMemoryBytes +
+	// ContextReserveBytes, and, while the context's own memory is unknown
+	// (no free-memory figure before the context), assumes the context takes
+	// this much of MaxMemoryBytes.
+	ContextReserveBytes uint64
 	// GPUTimeBudget caps the GPU time of the timed kernels and copies
 	// together (the stolen-time window included); sizes are calibrated to it.
 	GPUTimeBudget time.Duration
@@ -81,6 +132,21 @@ type Result struct {
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration_ns"` // wall time of the whole probe
 	GPUTime  time.Duration `json:"gpu_time_ns"` // timed kernels and copies
+
+	// Skipped is set when the probe created no context (or destroyed it at
+	// once) and measured nothing; Errors is then empty.
+	Skipped *Skip `json:"skipped,omitempty"`
+	// FreeBeforeBytes is the free memory Options.FreeMemory reported before
+	// the context was created (0: unknown).
+	FreeBeforeBytes uint64 `json:"free_before_bytes,omitempty"`
+	// ContextMemoryBytes is the context's own memory: the drop in free
+	// memory from FreeBeforeBytes to cuMemGetInfo's free right after the
+	// context was created (0: unknown). It counts in MaxMemoryBytes.
+	ContextMemoryBytes uint64 `json:"context_memory_bytes,omitempty"`
+	// BufferBudgetBytes is what MaxMemoryBytes left for the measurement
+	// buffers: MaxMemoryBytes less ContextMemoryBytes (less
+	// Config.ContextReserveBytes when that is unknown).
+	BufferBudgetBytes uint64 `json:"buffer_budget_bytes,omitempty"`
 
 	Memory *MemoryResult `json:"memory,omitempty"`
 
@@ -116,13 +182,23 @@ type MemoryResult struct {
 
 // StolenResult is the stolen-time kernel's finding.
 type StolenResult struct {
-	Window          time.Duration `json:"window_ns"`           // median observed window per block
+	Window time.Duration `json:"window_ns"` // median observed window per block
+	// WindowPlanned is the window the kernel was launched with: Config's
+	// StolenWindow, or less when the GPU-time budget left was shorter.
+	WindowPlanned   time.Duration `json:"window_planned_ns"`
 	Threshold       time.Duration `json:"threshold_ns"`        // gap threshold used
 	TimerResolution time.Duration `json:"timer_resolution_ns"` // smallest timer step seen
 	Blocks          int           `json:"blocks"`
 	// Ratio is the share of the window lost in gaps: the median over
-	// blocks of (sum of gaps / window). ~0 on a GPU that is ours alone.
-	Ratio    float64 `json:"ratio"`
+	// blocks of (sum of gaps / covered window). ~0 on a GPU that is ours
+	// alone. The covered window is the whole window, except when the
+	// threshold had to be raised for a coarse timer and a block saw more
+	// gaps than it kept: then it is from the first reading to the end of
+	// the last kept gap (the part of the window the kept gaps describe).
+	Ratio float64 `json:"ratio"`
+	// Coverage is the median over blocks of covered window / window (1
+	// unless the gap records ran out, see Ratio).
+	Coverage float64 `json:"coverage"`
 	MaxRatio float64 `json:"max_ratio"` // the worst block
 	Gaps     int     `json:"gaps"`      // median number of gaps per block
 	// Gap lengths over the kept gaps of every block: the time slices the

@@ -11,6 +11,7 @@ import (
 type stolenBlock struct {
 	first, last, count, sum, minStep, reads uint64
 	gaps                                    []time.Duration // kept gap lengths
+	lastKeptEnd                             uint64          // end of the last kept gap (ns)
 }
 
 // decodeStolen turns KernelStolen's output (layout in kernels.go) for
@@ -28,8 +29,11 @@ type stolenBlock struct {
 // count and sum are recomputed from its kept gaps only. That costs two
 // things: gaps shorter than the raised threshold are not seen at all, and a
 // block that saw more than maxGaps gaps (likely, since every timer step was
-// one) loses those beyond the first maxGaps, so its ratio is then a lower
-// bound of the stolen time over the first part of the window only.
+// one) loses those beyond the first maxGaps. Such a block's kept gaps
+// describe only the part of its window up to the end of the last kept gap,
+// so its ratio is the kept gaps' sum over that covered part, not over the
+// whole window (which would read as little stolen time as the records ran
+// out early); StolenResult.Coverage says how much of the window that was.
 func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (StolenResult, error) {
 	if blocks <= 0 || maxGaps <= 0 {
 		return StolenResult{}, fmt.Errorf("stolen: %d blocks, %d max gaps", blocks, maxGaps)
@@ -58,6 +62,7 @@ func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (Sto
 				return StolenResult{}, fmt.Errorf("stolen: block %d: gap %d (%d ns at %d) lies outside the window [%d, %d]", b, i, length, start, r.first, r.last)
 			}
 			r.gaps = append(r.gaps, time.Duration(length))
+			r.lastKeptEnd = max(r.lastKeptEnd, start+length)
 		}
 		if r.minStep > 0 && (resolution == 0 || r.minStep < resolution) {
 			resolution = r.minStep
@@ -74,13 +79,17 @@ func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (Sto
 		thr = 10 * time.Duration(resolution)
 	}
 	var windows []time.Duration
-	var ratios, counts []float64
+	var ratios, counts, coverages []float64
 	var all []time.Duration
 	for _, r := range recs {
 		window := time.Duration(r.last - r.first)
+		covered := window
 		count, sum := float64(r.count), time.Duration(r.sum)
 		gaps := r.gaps
 		if raised {
+			if r.count > uint64(len(r.gaps)) && r.lastKeptEnd > r.first {
+				covered = min(window, time.Duration(r.lastKeptEnd-r.first))
+			}
 			gaps = slices.DeleteFunc(slices.Clone(gaps), func(g time.Duration) bool { return g <= thr })
 			count, sum = float64(len(gaps)), 0
 			for _, g := range gaps {
@@ -88,7 +97,8 @@ func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (Sto
 			}
 		}
 		windows = append(windows, window)
-		ratios = append(ratios, float64(sum)/float64(window))
+		ratios = append(ratios, float64(sum)/float64(covered))
+		coverages = append(coverages, float64(covered)/float64(window))
 		counts = append(counts, count)
 		all = append(all, gaps...)
 	}
@@ -98,6 +108,7 @@ func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (Sto
 		TimerResolution: time.Duration(resolution),
 		Blocks:          len(recs),
 		Ratio:           median(ratios),
+		Coverage:        median(coverages),
 		MaxRatio:        slices.Max(ratios),
 		Gaps:            int(median(counts)),
 	}

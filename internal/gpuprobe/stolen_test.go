@@ -93,14 +93,14 @@ func TestDecodeStolen(t *testing.T) {
 		{
 			// A 20 µs timer over a 10 µs threshold: every step was a gap
 			// (5000 in the window, summing to all of it), 4 kept. Raised to
-			// 200 µs, only the kept 2 ms gap counts: the lower bound the
-			// doc comment warns of.
+			// 200 µs, only the kept 2 ms gap counts, over the 2.06 ms the
+			// kept gaps cover (not the whole 100 ms window: that read 0.02).
 			name:    "timer coarser than the threshold",
 			maxGaps: 4,
 			blocks: []block{{first: t0, last: t0 + 100*ms, count: 5000, sum: 100 * ms, minStep: 20 * us, reads: 5001,
 				gaps: [][2]uint64{{t0, 20 * us}, {t0 + 20*us, 20 * us}, {t0 + 40*us, 2 * ms}, {t0 + 2040*us, 20 * us}}}},
 			want: StolenResult{Window: 100 * time.Millisecond, Threshold: 200 * time.Microsecond, TimerResolution: 20 * time.Microsecond, Blocks: 1,
-				Ratio: 0.02, MaxRatio: 0.02, Gaps: 1, GapMedian: 2 * time.Millisecond, GapP90: 2 * time.Millisecond, GapMax: 2 * time.Millisecond},
+				Ratio: 2 / 2.06, MaxRatio: 2 / 2.06, Coverage: 0.0206, Gaps: 1, GapMedian: 2 * time.Millisecond, GapP90: 2 * time.Millisecond, GapMax: 2 * time.Millisecond},
 		},
 		{
 			// Blocks that never read the timer are left out.
@@ -134,7 +134,13 @@ func TestDecodeStolen(t *testing.T) {
 			if d := got.MaxRatio - tc.want.MaxRatio; d > 1e-12 || d < -1e-12 {
 				t.Errorf("MaxRatio = %v, want %v", got.MaxRatio, tc.want.MaxRatio)
 			}
-			got.Ratio, got.MaxRatio = tc.want.Ratio, tc.want.MaxRatio
+			if tc.want.Coverage == 0 {
+				tc.want.Coverage = 1 // the kept gaps cover the whole window
+			}
+			if d := got.Coverage - tc.want.Coverage; d > 1e-12 || d < -1e-12 {
+				t.Errorf("Coverage = %v, want %v", got.Coverage, tc.want.Coverage)
+			}
+			got.Ratio, got.MaxRatio, got.Coverage = tc.want.Ratio, tc.want.MaxRatio, tc.want.Coverage
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}

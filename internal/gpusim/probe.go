@@ -145,8 +145,11 @@ func (d *device) probeSlowdown(t float64) float64 {
 // the scenario's invisible neighbour, all evaluated on the fleet's clock. A
 // GPU in MIG mode is one CUDA device per MIG instance (MIG UUID, the
 // instance's memory and multiprocessors; compute and device-memory figures
-// scaled by the instance's share of the SMs and of the memory), as a process
-// given every instance would see them. Lost GPUs still answer the probe.
+// scaled by the instance's share of the SMs and of the memory); like CUDA,
+// the driver shows one process a single MIG instance, the first
+// (simdriver.Visible). Compute modes, other processes' contexts, the
+// context's own memory and the L2 size: computemode.go. Lost GPUs still
+// answer the probe.
 func (f *Fleet) ProbeDriver() gpuprobe.Driver {
 	return simdriver.New(f.probeDevices(), simdriver.Options{
 		Now:           f.now,
@@ -161,6 +164,7 @@ func (f *Fleet) probeDevices() []simdriver.Device {
 		base := d.probeDevice()
 		if len(d.migDevices) == 0 {
 			base.UsedByOthers = func(t time.Time) uint64 { return d.memory(f.simSeconds(t)).Used }
+			d.withProbeSafety(&base, nil)
 			out = append(out, base)
 			continue
 		}
@@ -180,6 +184,7 @@ func (f *Fleet) probeDevices() []simdriver.Device {
 			c.BF16TensorFLOPS *= smShare
 			c.UsedByOthers = func(t time.Time) uint64 { return md.memory(f.simSeconds(t)).Used }
 			c.Neighbour = d.probeNeighbour(md.idx)
+			d.withProbeSafety(&c, md)
 			out = append(out, c)
 		}
 	}

@@ -31,6 +31,8 @@ func TestProbeDriverIdentity(t *testing.T) {
 				sms             int
 			}
 			var wants []want
+			// CUDA enumerates one MIG instance per process: the first.
+			migSeen := false
 			n, _ := lib.DeviceGetCount()
 			for i := 0; i < n; i++ {
 				d := handle(t, lib, i)
@@ -46,11 +48,12 @@ func TestProbeDriverIdentity(t *testing.T) {
 					wants = append(wants, w)
 					continue
 				}
-				for j := 0; ; j++ {
+				for j := 0; !migSeen; j++ {
 					md, r := d.GetMigDeviceHandleByIndex(j)
 					if r != nvml.SUCCESS {
 						break
 					}
+					migSeen = true
 					w := want{bus: bus}
 					w.name, _ = md.GetName()
 					w.uuid, _ = md.GetUUID()

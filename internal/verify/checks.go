@@ -133,14 +133,23 @@ func (e *deviceEval) probeWhy() string {
 	if e.d.CUDA == nil || !e.probed {
 		return "CUDA: " + e.rep.Host.CUDAError
 	}
-	var errs []string
+	var errs, skips []string
 	for _, r := range e.d.Runs {
 		if r.Result != nil {
 			return ""
 		}
+		if r.Skipped != nil {
+			if w := r.Skipped.Reason + " (" + r.Skipped.Detail + ")"; !slices.Contains(skips, w) {
+				skips = append(skips, w)
+			}
+		}
 		if r.Error != "" && !slices.Contains(errs, r.Error) {
 			errs = append(errs, r.Error)
 		}
+	}
+	if len(errs) == 0 && len(skips) > 0 {
+		// The probe left the GPU alone: say why ("not measured: <reason> (…)").
+		return strings.Join(skips, "; ")
 	}
 	if len(errs) == 0 {
 		return "the probe did not run"
@@ -808,17 +817,24 @@ func (e *deviceEval) probeErrors() Check {
 		return check(id, title, StatusFail, "the probe did not run on this device")
 	}
 	var errs []string
-	n := 0
+	n, skipped := 0, 0
 	for i, r := range e.d.Runs {
 		if r.Error != "" {
 			n++
 			errs = append(errs, fmt.Sprintf("run %d: %s", i+1, r.Error))
 			continue
 		}
+		if r.Result == nil {
+			skipped++ // left the GPU alone (r.Skipped): not an error
+			continue
+		}
 		for _, me := range r.Result.Errors {
 			n++
 			errs = append(errs, fmt.Sprintf("run %d: %s: %s", i+1, me.Measurement, me.Err))
 		}
+	}
+	if n == 0 && skipped == len(e.d.Runs) {
+		return notMeasured(id, title, e.probeWhy())
 	}
 	if n == 0 {
 		return check(id, title, StatusPass, "every measurement of every run completed")

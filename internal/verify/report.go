@@ -180,6 +180,9 @@ type SpecRef struct {
 type ProbeRun struct {
 	Result *gpuprobe.Result `json:"result,omitempty"`
 	Error  string           `json:"error,omitempty"`
+	// Skipped: the probe left the device alone (a compute mode other than
+	// DEFAULT, too little free memory) and measured nothing.
+	Skipped *gpuprobe.Skip `json:"skipped,omitempty"`
 }
 
 // Figures summarise the runs' measurements (nil: never measured).

@@ -244,6 +244,9 @@ func probeOnce(ctx context.Context, p gpuprobe.Prober, ordinal int, cfg gpuprobe
 		}
 		return ProbeRun{Error: msg}
 	}
+	if res.Skipped != nil {
+		return ProbeRun{Skipped: res.Skipped}
+	}
 	return ProbeRun{Result: &res}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,9 @@ type event struct {
 
 var _ gpuprobe.Driver = (*Driver)(nil)
 
-// New returns a simulated driver exposing devs as CUDA ordinals 0..len-1.
+// New returns a simulated driver exposing devs as CUDA ordinals, after
+// Options.VisibleDevices and the one-MIG-device-per-process rule (see
+// Visible).
 func New(devs []Device, opts Options) *Driver {
 	now := opts.Now
 	if now == nil {
@@ -144,7 +147,7 @@ func New(devs []Device, opts Options) *Driver {
 	}
 	seed := uint64(opts.Seed)
 	return &Driver{
-		devs:    append([]Device(nil), devs...),
+		devs:    Visible(devs, opts.VisibleDevices),
 		now:     now,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		vt:      now(),
@@ -155,6 +158,46 @@ func New(devs []Device, opts Options) *Driver {
 		ctxs:    map[gpuprobe.Context]*simContext{},
 		host:    map[*byte]int{},
 	}
+}
+
+// Visible is what one process enumerates of devs under CUDA_VISIBLE_DEVICES
+// visible ("" for all; UUIDs or indices, unknown entries ignored): with MIG,
+// CUDA (11 and 12) enumerates a single MIG instance per process, the first
+// visible one, so a process given several instances sees one of them, and
+// the others can only be reached from other processes.
+func Visible(devs []Device, visible string) []Device {
+	var picked []Device
+	if strings.TrimSpace(visible) == "" {
+		picked = append(picked, devs...)
+	} else {
+		for _, f := range strings.Split(visible, ",") {
+			f = strings.TrimSpace(f)
+			if i, err := strconv.Atoi(f); err == nil {
+				if i >= 0 && i < len(devs) {
+					picked = append(picked, devs[i])
+				}
+				continue
+			}
+			for _, d := range devs {
+				if strings.EqualFold(d.UUID, f) {
+					picked = append(picked, d)
+					break
+				}
+			}
+		}
+	}
+	out := picked[:0:0]
+	mig := false
+	for _, d := range picked {
+		if strings.HasPrefix(d.UUID, "MIG-") {
+			if mig {
+				continue
+			}
+			mig = true
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // FailCall makes every later call of the CUDA symbol call (e.g.
@@ -384,7 +427,14 @@ func (d *Driver) DeviceAttribute(ordinal int, a gpuprobe.Attribute) (int, error)
 	case gpuprobe.AttrGlobalMemoryBusWidth:
 		return dev.MemoryBusWidthBit, nil
 	case gpuprobe.AttrMaxThreadsPerMultiprocessor:
+		if dev.MaxThreadsPerSM > 0 {
+			return dev.MaxThreadsPerSM, nil
+		}
 		return maxThreadsPerSM, nil
+	case gpuprobe.AttrComputeMode:
+		return dev.ComputeMode, nil
+	case gpuprobe.AttrL2CacheSize:
+		return dev.L2CacheBytes, nil
 	case gpuprobe.AttrComputeCapabilityMajor:
 		return dev.CCMajor, nil
 	case gpuprobe.AttrComputeCapabilityMinor:
@@ -427,8 +477,20 @@ func (d *Driver) CtxCreate(ordinal int) (gpuprobe.Context, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := d.device(CallCtxCreate, ordinal); err != nil {
+	dev, err := d.device(CallCtxCreate, ordinal)
+	if err != nil {
 		return 0, err
+	}
+	switch dev.ComputeMode {
+	case gpuprobe.ComputeModeProhibited:
+		return 0, cudaError(CallCtxCreate, gpuprobe.CUDAErrDeviceUnavail, "CUDA-capable device(s) is/are busy or unavailable (compute mode PROHIBITED)")
+	case gpuprobe.ComputeModeExclusiveProcess, gpuprobe.ComputeModeExclusiveThread:
+		if dev.OtherContexts != nil && dev.OtherContexts(d.clock()) > 0 {
+			return 0, cudaError(CallCtxCreate, gpuprobe.CUDAErrDeviceUnavail, "CUDA-capable device(s) is/are busy or unavailable (compute mode EXCLUSIVE_PROCESS, another process holds a context)")
+		}
+	}
+	if used := d.usedBy(ordinal) + d.others(dev); used > dev.TotalMemoryBytes || dev.ContextMemoryBytes > dev.TotalMemoryBytes-used {
+		return 0, cudaError(CallCtxCreate, gpuprobe.CUDAErrOutOfMemory, "")
 	}
 	h := gpuprobe.Context(d.nextHandle())
 	d.ctxs[h] = &simContext{
@@ -477,13 +539,14 @@ func (d *Driver) CtxSynchronize() error {
 	return nil
 }
 
-// usedBy is what our contexts hold on a device.
+// usedBy is what our contexts hold on a device, their own memory included.
 func (d *Driver) usedBy(dev int) uint64 {
 	var used uint64
 	for _, c := range d.ctxs {
 		if c.dev != dev {
 			continue
 		}
+		used += d.devs[dev].ContextMemoryBytes
 		for _, a := range c.allocs {
 			used += a.size
 		}

@@ -20,6 +20,24 @@ type Device struct {
 	ClockRateKHz      int
 	MemoryClockKHz    int
 	MemoryBusWidthBit int
+	// L2CacheBytes is CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (0: none reported).
+	L2CacheBytes int
+	// MaxThreadsPerSM is CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+	// (0: 2048).
+	MaxThreadsPerSM int
+	// ComputeMode is CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (gpuprobe.ComputeMode*;
+	// 0: DEFAULT). In PROHIBITED mode cuCtxCreate fails with
+	// CUDA_ERROR_DEVICE_UNAVAILABLE; in EXCLUSIVE_PROCESS mode it does while
+	// OtherContexts says another process holds a context on the device.
+	ComputeMode int
+	// OtherContexts is how many other processes hold a context on the
+	// device at t (nil: none).
+	OtherContexts func(t time.Time) int
+	// ContextMemoryBytes is the device memory each context of ours takes
+	// on creation (the driver's own per-context allocations), counted in
+	// MemGetInfo's free and in what allocations can get; cuCtxCreate fails
+	// with CUDA_ERROR_OUT_OF_MEMORY when it does not fit.
+	ContextMemoryBytes uint64
 
 	H2DBytesPerSecond        float64
 	D2HBytesPerSecond        float64
@@ -52,4 +70,10 @@ type Options struct {
 	// DriverVersion is what DriverVersion reports, CUDA's encoding (12040
 	// for 12.4); 0: 12040.
 	DriverVersion int
+	// VisibleDevices is CUDA_VISIBLE_DEVICES: a comma-separated list of
+	// device UUIDs ("GPU-…", "MIG-…") or indices into the devices given to
+	// New, in the order CUDA enumerates them; "" shows every device.
+	// Whatever it says, a process sees at most one MIG device, the first
+	// visible one, as CUDA enumerates a single MIG instance per process.
+	VisibleDevices string
 }

@@ -1,0 +1,144 @@
+package collector
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+)
+
+// What the continuous probe needs from NVML to stay off a tenant's GPU:
+// free memory before it creates a context (CUDA cannot tell it without
+// one), and the MIG instances, of which CUDA shows one process only one.
+
+var (
+	probeSkippedDesc = desc("probe", "skipped_total",
+		"Probe runs that created no context on the device, by reason: compute_mode_exclusive_process, compute_mode_prohibited (the GPU is not ours to share), free_memory_low (free memory below the probe's memory budget plus the context margin), mig_instance_not_visible (CUDA shows one MIG instance per process; this one is not measured).",
+		"reason")
+	probeContextMemDesc = desc("probe", "context_memory_bytes",
+		"Device memory the probe's own CUDA context took in its last run (the drop in free memory from NVML's figure before the context to cuMemGetInfo's right after), counted in --collector.probe.max-memory. Absent when free memory was not known before.")
+)
+
+// NVMLView is what the probe reads from the sampler's NVML snapshot.
+// *Sampler implements it.
+type NVMLView interface {
+	// FreeMemory is the free memory NVML last reported for the GPU or MIG
+	// instance with uuid.
+	FreeMemory(uuid string) (uint64, bool)
+	// MIGInstances lists the MIG instances NVML last reported: GPU and
+	// PCIBusID are the parent's, UUID the instance's.
+	MIGInstances() []GPUIdentity
+}
+
+// FreeMemory implements NVMLView from the latest snapshot: a GPU's
+// gpulens_gpu_memory_free_bytes, or a MIG instance's total less used.
+func (s *Sampler) FreeMemory(uuid string) (uint64, bool) {
+	var migTotal, migUsed float64
+	var haveTotal, haveUsed bool
+	for _, m := range s.Snapshot().Metrics {
+		var d *prometheus.Desc
+		switch m.Desc() {
+		case memFreeDesc, migMemTotalDesc, migMemUsedDesc:
+			d = m.Desc()
+		default:
+			continue
+		}
+		labels, v, ok := readMetric(m)
+		if !ok {
+			continue
+		}
+		switch d {
+		case memFreeDesc:
+			if strings.EqualFold(labels["uuid"], uuid) {
+				return uint64(v), true
+			}
+		case migMemTotalDesc:
+			if strings.EqualFold(labels["mig_uuid"], uuid) {
+				migTotal, haveTotal = v, true
+			}
+		case migMemUsedDesc:
+			if strings.EqualFold(labels["mig_uuid"], uuid) {
+				migUsed, haveUsed = v, true
+			}
+		}
+	}
+	if haveTotal && haveUsed && migTotal >= migUsed {
+		return uint64(migTotal - migUsed), true
+	}
+	return 0, false
+}
+
+// MIGInstances implements NVMLView from the latest snapshot's
+// gpulens_mig_instance_info.
+func (s *Sampler) MIGInstances() []GPUIdentity {
+	gpus, _ := s.GPUs()
+	bus := map[string]string{}
+	for _, g := range gpus {
+		bus[g.GPU] = g.PCIBusID
+	}
+	var out []GPUIdentity
+	for _, m := range s.Snapshot().Metrics {
+		if m.Desc() != migInfoDesc {
+			continue
+		}
+		if labels, _, ok := readMetric(m); ok && labels["mig_uuid"] != "" {
+			out = append(out, GPUIdentity{GPU: labels["gpu"], UUID: labels["mig_uuid"], PCIBusID: bus[labels["gpu"]]})
+		}
+	}
+	return out
+}
+
+// readMetric returns a const metric's labels and gauge or counter value.
+func readMetric(m prometheus.Metric) (map[string]string, float64, bool) {
+	var pb dto.Metric
+	if err := m.Write(&pb); err != nil {
+		return nil, 0, false
+	}
+	labels := make(map[string]string, len(pb.GetLabel()))
+	for _, l := range pb.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	switch {
+	case pb.Gauge != nil:
+		return labels, pb.GetGauge().GetValue(), true
+	case pb.Counter != nil:
+		return labels, pb.GetCounter().GetValue(), true
+	}
+	return labels, 0, false
+}
+
+// invisibleMIG records a run on every MIG instance NVML lists that CUDA
+// did not (listed: the CUDA devices' keys) as skipped with
+// mig_instance_not_visible, and returns their keys.
+func (p *ProbeCollector) invisibleMIG(listed map[string]bool) map[string]bool {
+	if p.opts.NVML == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, in := range p.opts.NVML.MIGInstances() {
+		if listed[in.UUID] {
+			continue
+		}
+		out[in.UUID] = true
+		st := p.devices[in.UUID]
+		if st == nil {
+			st = &probeDevice{gpu: in.GPU, uuid: in.UUID, matched: true, errs: map[probeErrKey]float64{}}
+			p.devices[in.UUID] = st
+			p.logger.Info("probe: MIG instance not measured: CUDA shows this process one MIG instance", "gpu", in.GPU, "mig_uuid", in.UUID)
+		}
+		st.runs++
+		st.skip(gpuprobe.SkipMIGInstanceNotVisible)
+		st.result = nil
+	}
+	return out
+}
+
+// skip counts a run that created no context.
+func (st *probeDevice) skip(reason string) {
+	if st.skips == nil {
+		st.skips = map[string]float64{}
+	}
+	st.skips[reason]++
+}

@@ -1,0 +1,5 @@
+package gpuprobe
+
+// SetThreadHooks replaces runtime.LockOSThread and runtime.UnlockOSThread
+// for p's driver goroutine (tests count them).
+func SetThreadHooks(p *Probe, lock, unlock func()) { p.lockThread, p.unlockThread = lock, unlock }
