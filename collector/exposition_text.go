@@ -165,27 +165,34 @@ func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, e
 	return t.families, joinErrors(errs), nil
 }
 
-// render writes the snapshot and the exporter's own metrics, as text. The
-// collectors of a Registry are collected here, on one goroutine, and
-// written like the snapshot; another Gatherer is gathered.
-func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
+// gather groups the snapshot's metrics and the exporter's own into
+// families. The collectors of a Registry are collected here, on one
+// goroutine, and grouped like the snapshot; another Gatherer is gathered.
+// The families are valid until the next gather.
+func (t *snapshotText) gather(ms []prometheus.Metric, live prometheus.Gatherer) (fams []snapFamily, mfs []*dto.MetricFamily, warn, err error) {
 	if r, ok := live.(*Registry); ok {
 		t.all = append(t.all[:0], ms...)
 		t.all = r.collect(t.all)
 		fams, warn, err := t.group(t.all)
 		clear(t.all) // drop the references until the next render
-		if err != nil {
-			return warn, err
-		}
-		return warn, t.write(buf, fams, nil)
+		return fams, nil, warn, err
 	}
-	fams, warn, err := t.group(ms)
+	fams, warn, err = t.group(ms)
 	if err != nil {
-		return warn, err
+		return nil, nil, warn, err
 	}
 	mfs, gatherErr := live.Gather()
 	if gatherErr != nil {
 		warn = joinErrors(append([]error{gatherErr}, nonNil(warn)...))
+	}
+	return fams, mfs, warn, nil
+}
+
+// render writes the snapshot and the exporter's own metrics, as text.
+func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
+	fams, mfs, warn, err := t.gather(ms, live)
+	if err != nil {
+		return warn, err
 	}
 	return warn, t.write(buf, fams, mfs)
 }

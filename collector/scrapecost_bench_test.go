@@ -190,3 +190,61 @@ func BenchmarkExporterCycle(b *testing.B) {
 		e.second()
 	}
 }
+
+// acceptHeaders are the Accept headers of a Prometheus 3 scrape asking for
+// each format (scrape_protocols with that format first).
+var acceptHeaders = [numFormats]string{
+	formatText:        "text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+	formatOpenMetrics: "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+	formatProtobuf:    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+}
+
+// scrapeFormat is Prometheus's request for format f, served by the handler
+// alone; it fails unless the body is in that format.
+func (e *simExporter) scrapeFormat(b testing.TB, f format) int {
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("Accept", acceptHeaders[f])
+	rec := httptest.NewRecorder()
+	e.exp.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != contentType[f] {
+		b.Fatalf("scrape: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	return rec.Body.Len()
+}
+
+// BenchmarkScrapeFormats is the price of one scrape in each format the
+// exposition pre-renders, on the dgx-h100 (8 GPUs) and fleet scenarios:
+// at a real scrape interval ("15s": every scrape finds a new snapshot, so
+// it groups, encodes and gzips) and back to back (every scrape of one
+// snapshot after the first writes the bytes rendered). The sampler's
+// cycles between the scrapes of the 15s case are outside the timer.
+// cpu-µs/op is the process's CPU (getrusage) over the timed part.
+func BenchmarkScrapeFormats(b *testing.B) {
+	for _, scenario := range []string{"dgx-h100", "fleet"} {
+		e := newSimExporter(b, scenario)
+		for _, cadence := range []string{"15s", "back-to-back"} {
+			for f := range numFormats {
+				b.Run(scenario+"/"+cadence+"/"+f.String(), func(b *testing.B) {
+					e.second()
+					e.scrapeFormat(b, f)
+					b.ReportAllocs()
+					var cpu time.Duration
+					var size int
+					for b.Loop() {
+						if cadence == "15s" {
+							b.StopTimer()
+							e.second()
+							b.StartTimer()
+						}
+						cpu0 := cpuTime()
+						size = e.scrapeFormat(b, f)
+						cpu += cpuTime() - cpu0
+					}
+					b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+					b.ReportMetric(float64(size), "gz-bytes")
+				})
+			}
+		}
+	}
+}
