@@ -49,6 +49,7 @@ type snapshotText struct {
 	metas    map[*prometheus.Desc]*familyMeta
 	index    map[*prometheus.Desc]int
 	families []snapFamily
+	merged   []snapFamily // families with the Descs of one name merged
 	dtos     []dto.Metric
 	num      []byte
 	all      []prometheus.Metric // the snapshot's and the Registry's metrics
@@ -146,15 +147,28 @@ func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, e
 		t.families[fi].metrics = append(t.families[fi].metrics, dm)
 	}
 	slices.SortFunc(t.families, func(a, b snapFamily) int { return strings.Compare(a.meta.name, b.meta.name) })
-	for i := range t.families {
-		f := &t.families[i]
-		if i > 0 && t.families[i-1].meta.name == f.meta.name {
-			return nil, nil, errFamilyInBoth{f.meta.name}
+	// Descs of one family (the same name, help and type with other label
+	// names) are merged, as a registry merges them; the merged family gets
+	// its own slice, so that the families' slices stay apart for reuse.
+	fams = t.merged[:0]
+	for _, f := range t.families {
+		if n := len(fams); n > 0 && fams[n-1].meta.name == f.meta.name {
+			prev := &fams[n-1]
+			if prev.meta.typ != f.meta.typ || prev.meta.help != f.meta.help || prev.meta.plain != f.meta.plain {
+				return nil, nil, errFamilyInBoth{f.meta.name}
+			}
+			prev.metrics = append(slices.Clip(prev.metrics), f.metrics...)
+			continue
 		}
+		fams = append(fams, f)
+	}
+	t.merged = fams
+	for i := range fams {
+		f := &fams[i]
 		slices.SortFunc(f.metrics, compareLabels)
 		kept := f.metrics[:0]
 		for j, m := range f.metrics {
-			if j > 0 && compareLabels(f.metrics[j-1], m) == 0 {
+			if j > 0 && sameLabels(f.metrics[j-1], m) {
 				errs = append(errs, fmt.Errorf("metric %s%v collected twice", f.meta.name, m.GetLabel()))
 				continue
 			}
@@ -162,7 +176,7 @@ func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, e
 		}
 		f.metrics = kept
 	}
-	return t.families, joinErrors(errs), nil
+	return fams, joinErrors(errs), nil
 }
 
 // gather groups the snapshot's metrics and the exporter's own into
@@ -280,6 +294,21 @@ func compareLabels(a, b *dto.Metric) int {
 		}
 	}
 	return 0
+}
+
+// sameLabels reports whether two metrics have the same label names and
+// values (a registry's duplicate check).
+func sameLabels(a, b *dto.Metric) bool {
+	la, lb := a.GetLabel(), b.GetLabel()
+	if len(la) != len(lb) {
+		return false
+	}
+	for i := range la {
+		if la[i].GetName() != lb[i].GetName() || la[i].GetValue() != lb[i].GetValue() {
+			return false
+		}
+	}
+	return true
 }
 
 func nonNil(err error) []error {
