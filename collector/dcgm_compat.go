@@ -206,6 +206,16 @@ type dcgmMIG struct {
 
 type dcgmPod struct{ namespace, pod, container string }
 
+func (p dcgmPod) less(q dcgmPod) bool {
+	if p.namespace != q.namespace {
+		return p.namespace < q.namespace
+	}
+	if p.pod != q.pod {
+		return p.pod < q.pod
+	}
+	return p.container < q.container
+}
+
 // dcgmValue is one converted value waiting for its GPU's identity.
 type dcgmValue struct {
 	f       *dcgmField
@@ -220,7 +230,10 @@ type dcgmValue struct {
 func (v *dcgmView) convert(snap *Snapshot, out []prometheus.Metric) []prometheus.Metric {
 	gpus := map[string]*dcgmGPU{}
 	migs := map[string]dcgmMIG{}
-	pods := map[[2]string][]dcgmPod{} // by gpu, mig_uuid
+	// The pod of each GPU or MIG instance: one, as dcgm-exporter maps a
+	// device to a pod (without --kubernetes-virtual-gpus); of several pods
+	// sharing a GPU, the first by namespace, pod and container.
+	pods := map[[2]string]dcgmPod{} // by gpu, mig_uuid
 	var values []dcgmValue
 	var dm dto.Metric
 	label := func(name string) string {
@@ -287,7 +300,10 @@ func (v *dcgmView) convert(snap *Snapshot, out []prometheus.Metric) []prometheus
 			values = append(values, dcgmValue{f: nil, gpu: index, migUUID: label("mig_uuid"), v: value()})
 		case d == allocInfoDesc:
 			k := [2]string{index, label("mig_uuid")}
-			pods[k] = append(pods[k], dcgmPod{label("namespace"), label("pod"), label("container")})
+			p := dcgmPod{label("namespace"), label("pod"), label("container")}
+			if cur, ok := pods[k]; !ok || p.less(cur) {
+				pods[k] = p
+			}
 		}
 	}
 	// A MIG instance's free memory: its total less its used.
@@ -332,17 +348,13 @@ func (v *dcgmView) convert(snap *Snapshot, out []prometheus.Metric) []prometheus
 			labels = append(labels, mig.profile, mig.gi)
 			migIdx = 1
 		}
-		owners := pods[[2]string{val.gpu, val.migUUID}]
-		if len(owners) == 0 {
+		owner, ok := pods[[2]string{val.gpu, val.migUUID}]
+		if !ok {
 			out = append(out, prometheus.MustNewConstMetric(f.descs[migIdx][0], f.typ, x, labels...))
 			continue
 		}
-		// A GPU shared by several pods: one series per pod, as
-		// dcgm-exporter does for shared GPUs.
-		for _, p := range owners {
-			withPod := append(labels[:len(labels):len(labels)], p.namespace, p.pod, p.container)
-			out = append(out, prometheus.MustNewConstMetric(f.descs[migIdx][1], f.typ, x, withPod...))
-		}
+		labels = append(labels, owner.namespace, owner.pod, owner.container)
+		out = append(out, prometheus.MustNewConstMetric(f.descs[migIdx][1], f.typ, x, labels...))
 	}
 	return out
 }
