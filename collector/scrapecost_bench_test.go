@@ -248,3 +248,58 @@ func BenchmarkScrapeFormats(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDCGMView is the DCGM-compatible view's price. on-15s and
+// on-back-to-back: one scrape of the view (text, gzip) at a real scrape
+// interval (a new snapshot each time: conversion, grouping, encoding) and
+// back to back. cycle-off and cycle-on-unscraped: one simulated second of
+// the sampler (8 GPU cycles, 9 publishes) without the view and with the
+// view built but not scraped; the view converts nothing until it is
+// scraped, so the two are the same work.
+func BenchmarkDCGMView(b *testing.B) {
+	for _, scenario := range []string{"dgx-h100", "fleet"} {
+		e := newSimExporter(b, scenario)
+		view := NewDCGMExposition(e.s, DCGMOptions{Hostname: "node", Exposition: ExpositionOptions{Now: e.clock.Now}})
+		scrape := func(b *testing.B) int {
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			req.Header.Set("Accept-Encoding", "gzip")
+			rec := httptest.NewRecorder()
+			view.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("scrape: %d", rec.Code)
+			}
+			return rec.Body.Len()
+		}
+		for _, cadence := range []string{"15s", "back-to-back"} {
+			b.Run(scenario+"/on-"+cadence, func(b *testing.B) {
+				e.second()
+				scrape(b)
+				b.ReportAllocs()
+				var cpu time.Duration
+				size := 0
+				for b.Loop() {
+					if cadence == "15s" {
+						b.StopTimer()
+						e.second()
+						b.StartTimer()
+					}
+					cpu0 := cpuTime()
+					size = scrape(b)
+					cpu += cpuTime() - cpu0
+				}
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+				b.ReportMetric(float64(size), "gz-bytes")
+			})
+		}
+		b.Run(scenario+"/cycle", func(b *testing.B) {
+			b.ReportAllocs()
+			r0 := view.renders.Load()
+			for b.Loop() {
+				e.second()
+			}
+			if view.renders.Load() != r0 {
+				b.Fatal("the view rendered without a scrape")
+			}
+		})
+	}
+}
