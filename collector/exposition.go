@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"google.golang.org/protobuf/encoding/protodelim"
 )
 
 // Exposition serves the sampler's snapshot, together with the exporter's own
@@ -291,17 +290,10 @@ func (e *Exposition) encode(r *rendered, f format) (*body, error) {
 	case formatText:
 		err = e.text.write(plain, e.fams, e.liveFams)
 	case formatOpenMetrics:
-		err = e.eachFamily(func(mf *dto.MetricFamily) error {
-			_, err := expfmt.MetricFamilyToOpenMetrics(plain, mf)
-			return err
-		})
-		if err == nil {
-			_, err = expfmt.FinalizeOpenMetrics(plain)
-		}
+		err = e.text.writeOM(plain, e.fams, e.liveFams)
 	case formatProtobuf:
 		err = e.eachFamily(func(mf *dto.MetricFamily) error {
-			_, err := protodelim.MarshalTo(plain, mf)
-			return err
+			return e.text.writeFamilyProto(plain, mf)
 		})
 	}
 	if err != nil {

@@ -26,9 +26,10 @@ import (
 // familyMeta is what a registry would tell about a snapshot family; learnt
 // once per Desc.
 type familyMeta struct {
-	name   string
-	typ    dto.MetricType
-	header []byte // "# HELP …\n# TYPE …\n"
+	name     string
+	typ      dto.MetricType
+	header   []byte // "# HELP …\n# TYPE …\n"
+	omHeader []byte // the same in OpenMetrics
 	// plain: the family and label names are valid legacy names and the type
 	// is a counter or gauge, so writeFamily writes it; otherwise expfmt does.
 	plain bool
@@ -84,6 +85,25 @@ func (t *snapshotText) learn(m prometheus.Metric) (*familyMeta, error) {
 	}
 	h.WriteString("# TYPE " + meta.name + " " + strings.ToLower(meta.typ.String()) + "\n")
 	meta.header = h.Bytes()
+	// OpenMetrics, as expfmt.MetricFamilyToOpenMetrics writes it: a
+	// counter's family is named without _total (a counter without it is
+	// "unknown"), help escapes quotes too.
+	om, typ := meta.name, strings.ToLower(meta.typ.String())
+	if meta.typ == dto.MetricType_COUNTER {
+		if c, ok := strings.CutSuffix(om, "_total"); ok {
+			om = c
+		} else {
+			typ = "unknown"
+		}
+	}
+	var oh bytes.Buffer
+	if mf.Help != nil {
+		oh.WriteString("# HELP " + om + " ")
+		oh.WriteString(strings.NewReplacer("\\", `\\`, "\n", `\n`, `"`, `\"`).Replace(meta.help))
+		oh.WriteByte('\n')
+	}
+	oh.WriteString("# TYPE " + om + " " + typ + "\n")
+	meta.omHeader = oh.Bytes()
 	return meta, nil
 }
 
@@ -362,6 +382,96 @@ func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
 		}
 		buf.WriteByte('\n')
 	}
+}
+
+// writeFamilyOM writes a plain family as expfmt.MetricFamilyToOpenMetrics
+// does: the text format's samples with OpenMetrics numbers (1.0, 0.5) and
+// timestamps in seconds.
+func (t *snapshotText) writeFamilyOM(buf *bytes.Buffer, f snapFamily) {
+	buf.Write(f.meta.omHeader)
+	for _, m := range f.metrics {
+		buf.WriteString(f.meta.name)
+		for i, lp := range m.GetLabel() {
+			if i == 0 {
+				buf.WriteByte('{')
+			} else {
+				buf.WriteByte(',')
+			}
+			buf.WriteString(lp.GetName())
+			buf.WriteString(`="`)
+			writeLabelValue(buf, lp.GetValue())
+			buf.WriteByte('"')
+		}
+		if len(m.GetLabel()) > 0 {
+			buf.WriteByte('}')
+		}
+		buf.WriteByte(' ')
+		var v float64
+		if f.meta.typ == dto.MetricType_COUNTER {
+			v = m.GetCounter().GetValue()
+		} else {
+			v = m.GetGauge().GetValue()
+		}
+		t.writeFloatOM(buf, v)
+		if m.TimestampMs != nil {
+			buf.WriteByte(' ')
+			t.writeFloatOM(buf, float64(m.GetTimestampMs())/1000)
+		}
+		buf.WriteByte('\n')
+	}
+}
+
+// writeFloatOM formats a number as expfmt's OpenMetrics encoder does.
+func (t *snapshotText) writeFloatOM(buf *bytes.Buffer, f float64) {
+	switch {
+	case f == 1:
+		buf.WriteString("1.0")
+	case f == 0:
+		buf.WriteString("0.0")
+	case f == -1:
+		buf.WriteString("-1.0")
+	case math.IsNaN(f):
+		buf.WriteString("NaN")
+	case math.IsInf(f, +1):
+		buf.WriteString("+Inf")
+	case math.IsInf(f, -1):
+		buf.WriteString("-Inf")
+	default:
+		t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
+		if !bytes.ContainsAny(t.num, "e.") {
+			t.num = append(t.num, '.', '0')
+		}
+		buf.Write(t.num)
+	}
+}
+
+// writeOM is write in OpenMetrics, "# EOF" included.
+func (t *snapshotText) writeOM(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily) error {
+	i, j := 0, 0
+	for i < len(snap) || j < len(live) {
+		if j == len(live) || (i < len(snap) && snap[i].meta.name < live[j].GetName()) {
+			f := snap[i]
+			i++
+			if len(f.metrics) == 0 {
+				continue
+			}
+			if f.meta.plain {
+				t.writeFamilyOM(buf, f)
+				continue
+			}
+			mf := &dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics}
+			if _, err := expfmt.MetricFamilyToOpenMetrics(buf, mf); err != nil {
+				return fmt.Errorf("encoding %s: %w", f.meta.name, err)
+			}
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToOpenMetrics(buf, live[j]); err != nil {
+			return fmt.Errorf("encoding %s: %w", live[j].GetName(), err)
+		}
+		j++
+	}
+	_, err := expfmt.FinalizeOpenMetrics(buf)
+	return err
 }
 
 // writeLabelValue escapes \, newline and " as the text format requires.

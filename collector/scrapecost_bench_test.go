@@ -214,37 +214,56 @@ func (e *simExporter) scrapeFormat(b testing.TB, f format) int {
 }
 
 // BenchmarkScrapeFormats is the price of one scrape in each format the
-// exposition pre-renders, on the dgx-h100 (8 GPUs) and fleet scenarios:
-// at a real scrape interval ("15s": every scrape finds a new snapshot, so
-// it groups, encodes and gzips) and back to back (every scrape of one
-// snapshot after the first writes the bytes rendered). The sampler's
-// cycles between the scrapes of the 15s case are outside the timer.
-// cpu-µs/op is the process's CPU (getrusage) over the timed part.
+// exposition pre-renders, on the dgx-h100 (8 GPUs) and fleet scenarios: at
+// a real scrape interval ("15s": every scrape finds a new snapshot, so it
+// groups, encodes and gzips) and back to back (every scrape of one snapshot
+// after the first writes the bytes rendered). Each iteration scrapes once
+// in every format, in a rotating order, so that the formats share the
+// machine's noise; the sampler's cycles between the scrapes of the 15s case
+// are outside the measurement. Reported per format: the median and p99
+// wall time of a scrape (the handler alone), its CPU (getrusage) per
+// scrape, and both medians and the CPU over text's.
 func BenchmarkScrapeFormats(b *testing.B) {
 	for _, scenario := range []string{"dgx-h100", "fleet"} {
 		e := newSimExporter(b, scenario)
 		for _, cadence := range []string{"15s", "back-to-back"} {
-			for f := range numFormats {
-				b.Run(scenario+"/"+cadence+"/"+f.String(), func(b *testing.B) {
-					e.second()
+			b.Run(scenario+"/"+cadence, func(b *testing.B) {
+				e.second()
+				var wall [numFormats][]time.Duration
+				var cpu [numFormats]time.Duration
+				var size [numFormats]int
+				for f := range numFormats {
 					e.scrapeFormat(b, f)
-					b.ReportAllocs()
-					var cpu time.Duration
-					var size int
-					for b.Loop() {
+				}
+				round := 0
+				for b.Loop() {
+					for k := range numFormats {
+						f := (format(round) + k) % numFormats
 						if cadence == "15s" {
-							b.StopTimer()
 							e.second()
-							b.StartTimer()
 						}
-						cpu0 := cpuTime()
-						size = e.scrapeFormat(b, f)
-						cpu += cpuTime() - cpu0
+						start, cpu0 := time.Now(), cpuTime()
+						size[f] = e.scrapeFormat(b, f)
+						wall[f] = append(wall[f], time.Since(start))
+						cpu[f] += cpuTime() - cpu0
 					}
-					b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-					b.ReportMetric(float64(size), "gz-bytes")
-				})
-			}
+					round++
+				}
+				var p50 [numFormats]float64
+				for f := range numFormats {
+					slices.Sort(wall[f])
+					n := len(wall[f])
+					p50[f] = float64(wall[f][n/2].Microseconds())
+					b.ReportMetric(p50[f], f.String()+"-p50-µs")
+					b.ReportMetric(float64(wall[f][n*99/100].Microseconds()), f.String()+"-p99-µs")
+					b.ReportMetric(float64(cpu[f].Microseconds())/float64(n), f.String()+"-cpu-µs")
+					b.ReportMetric(float64(size[f]), f.String()+"-gz-bytes")
+				}
+				for _, f := range []format{formatOpenMetrics, formatProtobuf} {
+					b.ReportMetric(p50[f]/max(p50[formatText], 1), f.String()+"-p50-x-text")
+					b.ReportMetric(float64(cpu[f])/float64(max(cpu[formatText], 1)), f.String()+"-cpu-x-text")
+				}
+			})
 		}
 	}
 }
