@@ -322,3 +322,30 @@ func BenchmarkDCGMView(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScrapeProtobufLive is how a protobuf scrape was served before it
+// was pre-rendered (and how the protobuf text formats still are): a live
+// gather of the snapshot and the registry, encoded by promhttp, on every
+// scrape. Compare with BenchmarkScrapeFormats's protobuf figures.
+func BenchmarkScrapeProtobufLive(b *testing.B) {
+	for _, scenario := range []string{"dgx-h100", "fleet"} {
+		e := newSimExporter(b, scenario)
+		b.Run(scenario, func(b *testing.B) {
+			var cpu time.Duration
+			for b.Loop() {
+				e.second()
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				req.Header.Set("Accept-Encoding", "gzip")
+				req.Header.Set("Accept", acceptHeaders[formatProtobuf])
+				rec := httptest.NewRecorder()
+				cpu0 := cpuTime()
+				e.exp.fallback.ServeHTTP(rec, req)
+				cpu += cpuTime() - cpu0
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Code)
+				}
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
