@@ -116,7 +116,9 @@ func TestDCGMDashboardOnCompatView(t *testing.T) {
 		var vals []string
 		for _, s := range r {
 			if s.metric[m[2]] != "" {
-				vals = append(vals, regexp.QuoteMeta(s.metric[m[2]]))
+				// As Grafana formats a multi-value variable in a
+				// regex matcher: escaped, inside a PromQL string.
+				vals = append(vals, strings.ReplaceAll(regexp.QuoteMeta(s.metric[m[2]]), `\`, `\\`))
 			}
 		}
 		sort.Strings(vals)
