@@ -229,7 +229,7 @@ func BenchmarkContentionRender(b *testing.B) {
 			}
 			text, _ := r.text()
 			b.ReportMetric(float64(len(text)), "bytes-plain")
-			b.ReportMetric(float64(len(r.gz)), "bytes-gzip")
+			b.ReportMetric(float64(len(r.bodies[formatText].Load().gz)), "bytes-gzip")
 		})
 	}
 }

@@ -296,12 +296,29 @@ func TestSnapshotTextMatchesExpfmt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want bytes.Buffer
-			if _, err := exp.renderGathered(&want); err != nil {
-				t.Fatal(err)
+			for f := range numFormats {
+				var want bytes.Buffer
+				if _, err := exp.renderGathered(&want, f); err != nil {
+					t.Fatal(err)
+				}
+				b, err := exp.encode(r, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain, err := b.uncompressed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(plain, want.Bytes()) {
+					t.Errorf("%s format: the pre-rendered body differs from expfmt's", f)
+				}
 			}
 			plain, err := r.text()
 			if err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			if _, err := exp.renderGathered(&want, formatText); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(plain, want.Bytes()) {

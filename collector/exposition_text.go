@@ -26,9 +26,10 @@ import (
 // familyMeta is what a registry would tell about a snapshot family; learnt
 // once per Desc.
 type familyMeta struct {
-	name   string
-	typ    dto.MetricType
-	header []byte // "# HELP …\n# TYPE …\n"
+	name     string
+	typ      dto.MetricType
+	header   []byte // "# HELP …\n# TYPE …\n"
+	omHeader []byte // the same in OpenMetrics
 	// plain: the family and label names are valid legacy names and the type
 	// is a counter or gauge, so writeFamily writes it; otherwise expfmt does.
 	plain bool
@@ -49,6 +50,7 @@ type snapshotText struct {
 	metas    map[*prometheus.Desc]*familyMeta
 	index    map[*prometheus.Desc]int
 	families []snapFamily
+	merged   []snapFamily // families with the Descs of one name merged
 	dtos     []dto.Metric
 	num      []byte
 	all      []prometheus.Metric // the snapshot's and the Registry's metrics
@@ -83,6 +85,25 @@ func (t *snapshotText) learn(m prometheus.Metric) (*familyMeta, error) {
 	}
 	h.WriteString("# TYPE " + meta.name + " " + strings.ToLower(meta.typ.String()) + "\n")
 	meta.header = h.Bytes()
+	// OpenMetrics, as expfmt.MetricFamilyToOpenMetrics writes it: a
+	// counter's family is named without _total (a counter without it is
+	// "unknown"), help escapes quotes too.
+	om, typ := meta.name, strings.ToLower(meta.typ.String())
+	if meta.typ == dto.MetricType_COUNTER {
+		if c, ok := strings.CutSuffix(om, "_total"); ok {
+			om = c
+		} else {
+			typ = "unknown"
+		}
+	}
+	var oh bytes.Buffer
+	if mf.Help != nil {
+		oh.WriteString("# HELP " + om + " ")
+		oh.WriteString(strings.NewReplacer("\\", `\\`, "\n", `\n`, `"`, `\"`).Replace(meta.help))
+		oh.WriteByte('\n')
+	}
+	oh.WriteString("# TYPE " + om + " " + typ + "\n")
+	meta.omHeader = oh.Bytes()
 	return meta, nil
 }
 
@@ -146,15 +167,28 @@ func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, e
 		t.families[fi].metrics = append(t.families[fi].metrics, dm)
 	}
 	slices.SortFunc(t.families, func(a, b snapFamily) int { return strings.Compare(a.meta.name, b.meta.name) })
-	for i := range t.families {
-		f := &t.families[i]
-		if i > 0 && t.families[i-1].meta.name == f.meta.name {
-			return nil, nil, errFamilyInBoth{f.meta.name}
+	// Descs of one family (the same name, help and type with other label
+	// names) are merged, as a registry merges them; the merged family gets
+	// its own slice, so that the families' slices stay apart for reuse.
+	fams = t.merged[:0]
+	for _, f := range t.families {
+		if n := len(fams); n > 0 && fams[n-1].meta.name == f.meta.name {
+			prev := &fams[n-1]
+			if prev.meta.typ != f.meta.typ || prev.meta.help != f.meta.help || prev.meta.plain != f.meta.plain {
+				return nil, nil, errFamilyInBoth{f.meta.name}
+			}
+			prev.metrics = append(slices.Clip(prev.metrics), f.metrics...)
+			continue
 		}
+		fams = append(fams, f)
+	}
+	t.merged = fams
+	for i := range fams {
+		f := &fams[i]
 		slices.SortFunc(f.metrics, compareLabels)
 		kept := f.metrics[:0]
 		for j, m := range f.metrics {
-			if j > 0 && compareLabels(f.metrics[j-1], m) == 0 {
+			if j > 0 && sameLabels(f.metrics[j-1], m) {
 				errs = append(errs, fmt.Errorf("metric %s%v collected twice", f.meta.name, m.GetLabel()))
 				continue
 			}
@@ -162,30 +196,37 @@ func (t *snapshotText) group(ms []prometheus.Metric) (fams []snapFamily, warn, e
 		}
 		f.metrics = kept
 	}
-	return t.families, joinErrors(errs), nil
+	return fams, joinErrors(errs), nil
 }
 
-// render writes the snapshot and the exporter's own metrics, as text. The
-// collectors of a Registry are collected here, on one goroutine, and
-// written like the snapshot; another Gatherer is gathered.
-func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
+// gather groups the snapshot's metrics and the exporter's own into
+// families. The collectors of a Registry are collected here, on one
+// goroutine, and grouped like the snapshot; another Gatherer is gathered.
+// The families are valid until the next gather.
+func (t *snapshotText) gather(ms []prometheus.Metric, live prometheus.Gatherer) (fams []snapFamily, mfs []*dto.MetricFamily, warn, err error) {
 	if r, ok := live.(*Registry); ok {
 		t.all = append(t.all[:0], ms...)
 		t.all = r.collect(t.all)
 		fams, warn, err := t.group(t.all)
 		clear(t.all) // drop the references until the next render
-		if err != nil {
-			return warn, err
-		}
-		return warn, t.write(buf, fams, nil)
+		return fams, nil, warn, err
 	}
-	fams, warn, err := t.group(ms)
+	fams, warn, err = t.group(ms)
 	if err != nil {
-		return warn, err
+		return nil, nil, warn, err
 	}
 	mfs, gatherErr := live.Gather()
 	if gatherErr != nil {
 		warn = joinErrors(append([]error{gatherErr}, nonNil(warn)...))
+	}
+	return fams, mfs, warn, nil
+}
+
+// render writes the snapshot and the exporter's own metrics, as text.
+func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
+	fams, mfs, warn, err := t.gather(ms, live)
+	if err != nil {
+		return warn, err
 	}
 	return warn, t.write(buf, fams, mfs)
 }
@@ -275,6 +316,21 @@ func compareLabels(a, b *dto.Metric) int {
 	return 0
 }
 
+// sameLabels reports whether two metrics have the same label names and
+// values (a registry's duplicate check).
+func sameLabels(a, b *dto.Metric) bool {
+	la, lb := a.GetLabel(), b.GetLabel()
+	if len(la) != len(lb) {
+		return false
+	}
+	for i := range la {
+		if la[i].GetName() != lb[i].GetName() || la[i].GetValue() != lb[i].GetValue() {
+			return false
+		}
+	}
+	return true
+}
+
 func nonNil(err error) []error {
 	if err == nil {
 		return nil
@@ -326,6 +382,96 @@ func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
 		}
 		buf.WriteByte('\n')
 	}
+}
+
+// writeFamilyOM writes a plain family as expfmt.MetricFamilyToOpenMetrics
+// does: the text format's samples with OpenMetrics numbers (1.0, 0.5) and
+// timestamps in seconds.
+func (t *snapshotText) writeFamilyOM(buf *bytes.Buffer, f snapFamily) {
+	buf.Write(f.meta.omHeader)
+	for _, m := range f.metrics {
+		buf.WriteString(f.meta.name)
+		for i, lp := range m.GetLabel() {
+			if i == 0 {
+				buf.WriteByte('{')
+			} else {
+				buf.WriteByte(',')
+			}
+			buf.WriteString(lp.GetName())
+			buf.WriteString(`="`)
+			writeLabelValue(buf, lp.GetValue())
+			buf.WriteByte('"')
+		}
+		if len(m.GetLabel()) > 0 {
+			buf.WriteByte('}')
+		}
+		buf.WriteByte(' ')
+		var v float64
+		if f.meta.typ == dto.MetricType_COUNTER {
+			v = m.GetCounter().GetValue()
+		} else {
+			v = m.GetGauge().GetValue()
+		}
+		t.writeFloatOM(buf, v)
+		if m.TimestampMs != nil {
+			buf.WriteByte(' ')
+			t.writeFloatOM(buf, float64(m.GetTimestampMs())/1000)
+		}
+		buf.WriteByte('\n')
+	}
+}
+
+// writeFloatOM formats a number as expfmt's OpenMetrics encoder does.
+func (t *snapshotText) writeFloatOM(buf *bytes.Buffer, f float64) {
+	switch {
+	case f == 1:
+		buf.WriteString("1.0")
+	case f == 0:
+		buf.WriteString("0.0")
+	case f == -1:
+		buf.WriteString("-1.0")
+	case math.IsNaN(f):
+		buf.WriteString("NaN")
+	case math.IsInf(f, +1):
+		buf.WriteString("+Inf")
+	case math.IsInf(f, -1):
+		buf.WriteString("-Inf")
+	default:
+		t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
+		if !bytes.ContainsAny(t.num, "e.") {
+			t.num = append(t.num, '.', '0')
+		}
+		buf.Write(t.num)
+	}
+}
+
+// writeOM is write in OpenMetrics, "# EOF" included.
+func (t *snapshotText) writeOM(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily) error {
+	i, j := 0, 0
+	for i < len(snap) || j < len(live) {
+		if j == len(live) || (i < len(snap) && snap[i].meta.name < live[j].GetName()) {
+			f := snap[i]
+			i++
+			if len(f.metrics) == 0 {
+				continue
+			}
+			if f.meta.plain {
+				t.writeFamilyOM(buf, f)
+				continue
+			}
+			mf := &dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics}
+			if _, err := expfmt.MetricFamilyToOpenMetrics(buf, mf); err != nil {
+				return fmt.Errorf("encoding %s: %w", f.meta.name, err)
+			}
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToOpenMetrics(buf, live[j]); err != nil {
+			return fmt.Errorf("encoding %s: %w", live[j].GetName(), err)
+		}
+		j++
+	}
+	_, err := expfmt.FinalizeOpenMetrics(buf)
+	return err
 }
 
 // writeLabelValue escapes \, newline and " as the text format requires.

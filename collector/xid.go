@@ -34,6 +34,7 @@ type xidWatcher struct {
 	devices  []xidDevice
 	counts   map[xidKey]float64
 	last     map[int]time.Time // by device slot (-1: event without a device)
+	lastCode map[string]uint64 // the most recent XID code, by GPU index
 	rendered []prometheus.Metric
 }
 
@@ -50,7 +51,7 @@ type xidKey struct {
 
 func newXIDWatcher(lib nvml.Interface, count int, errs ErrorRecorder, logger *slog.Logger, now func() time.Time) *xidWatcher {
 	return &xidWatcher{lib: lib, count: count, errs: errs, logger: logger, now: now,
-		counts: map[xidKey]float64{}, last: map[int]time.Time{}}
+		counts: map[xidKey]float64{}, last: map[int]time.Time{}, lastCode: map[string]uint64{}}
 }
 
 func (x *xidWatcher) run(ctx context.Context) {
@@ -140,6 +141,7 @@ func (x *xidWatcher) record(data nvml.EventData) {
 	gpu := ""
 	if slot >= 0 {
 		gpu = x.devices[slot].gpu
+		x.lastCode[gpu] = data.EventData
 	}
 	x.logger.Warn("XID error", "gpu", gpu, "xid", data.EventData)
 }
@@ -162,6 +164,14 @@ func (x *xidWatcher) render() []prometheus.Metric {
 		out = append(out, prometheus.MustNewConstMetric(lastXIDDesc, prometheus.GaugeValue, float64(t.UnixNano())/1e9, gpu, uuid))
 	}
 	return out
+}
+
+// lastXID returns the code of the GPU's most recent XID event, if any.
+func (x *xidWatcher) lastXID(gpu string) (uint64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	code, ok := x.lastCode[gpu]
+	return code, ok
 }
 
 // metrics returns the XID series rendered at the last event.

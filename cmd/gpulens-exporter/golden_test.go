@@ -166,6 +166,14 @@ func TestGolden(t *testing.T) {
 // cycles per GPU earlier served the same.
 func goldenScrape(t *testing.T, tc goldenCase) []byte {
 	t.Helper()
+	body, _ := goldenScrapeAt(t, tc)
+	return body
+}
+
+// goldenScrapeAt is goldenScrape, also returning the exporter's address
+// (the exporter runs until the test ends).
+func goldenScrapeAt(t *testing.T, tc goldenCase) ([]byte, string) {
+	t.Helper()
 	const samplerCycles = 4
 	start := time.Now().Add(-tc.simTime).UTC().Format(time.RFC3339Nano)
 	args := append([]string{"--sim.scenario=" + tc.scenario, "--sim.seed=1", "--sim.start=" + start, "--sampler.interval=100ms"}, tc.args...)
@@ -174,7 +182,8 @@ func goldenScrape(t *testing.T, tc goldenCase) []byte {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := "http://" + p.MustAddress(ctx, t) + "/metrics"
+	addr := p.MustAddress(ctx, t)
+	url := "http://" + addr + "/metrics"
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var (
@@ -203,7 +212,7 @@ func goldenScrape(t *testing.T, tc goldenCase) []byte {
 			case !bytes.Equal(n, prev):
 				prev, prevCycles = n, cycles[0]
 			case cycles[0] >= prevCycles+float64(2*tc.gpus):
-				return body
+				return body, addr
 			}
 		}
 		select {

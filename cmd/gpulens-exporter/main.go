@@ -59,6 +59,7 @@ type options struct {
 	probe         probeFlags
 	probeConfig   gpuprobe.Config
 	cost          costFlags
+	compat        compatFlags
 	web           *web.FlagConfig
 	log           *promslog.Config
 }
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	addAttributionFlags(app, &o.attribution)
 	addProbeFlags(app, &o.probe)
 	addCostFlags(app, &o.cost)
+	addCompatFlags(app, &o.compat)
 	o.web = kingpinflag.AddFlags(app, ":9842")
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-exporter"))
@@ -116,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--web.telemetry-path must start with '/', got %q", o.metricsPath)
 	}
 	if err := o.attribution.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.compat.validate(); err != nil {
 		return nil, err
 	}
 	probeConfig, err := o.probe.config()
@@ -281,6 +286,14 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	mux, err := newMux(metrics, o, logger)
 	if err != nil {
 		return err
+	}
+	// The DCGM-compatible view (--compat.dcgm), converted only when scraped.
+	dcgm, err := startCompat(ctx, o.compat, sampler, o.maxRequests, &wg, logger)
+	if err != nil {
+		return err
+	}
+	if dcgm != nil {
+		mux.Handle(dcgmPath, dcgm)
 	}
 	srv := newHTTPServer(mux, logger)
 	wg.Add(1)

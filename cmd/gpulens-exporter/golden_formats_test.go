@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/gpulens/gpulens/internal/testenv"
+)
+
+// acceptOpenMetrics is Prometheus 3's default Accept header (OpenMetrics
+// first).
+const acceptOpenMetrics = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+
+// asText parses an exposition back with expfmt and writes it in the text
+// format. OpenMetrics names a counter's family without _total: the
+// samples' name is restored.
+func asText(t *testing.T, body []byte, f expfmt.Format) []byte {
+	t.Helper()
+	if f.FormatType() == expfmt.TypeOpenMetrics {
+		// client_golang's Go collector serves go_memstats_alloc_bytes and
+		// go_memstats_alloc_bytes_total, one family in OpenMetrics, which
+		// expfmt's parser refuses; the golden files leave go_* out.
+		var kept []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "# HELP go_") && !strings.HasPrefix(line, "# TYPE go_") {
+				kept = append(kept, line)
+			}
+		}
+		body = []byte(strings.Join(kept, "\n"))
+	}
+	dec := expfmt.NewDecoder(bytes.NewReader(body), f)
+	var out bytes.Buffer
+	for {
+		var mf dto.MetricFamily
+		err := dec.Decode(&mf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("decoding %s: %v", f, err)
+		}
+		if f.FormatType() == expfmt.TypeOpenMetrics && mf.GetType() == dto.MetricType_COUNTER && !strings.HasSuffix(mf.GetName(), "_total") {
+			mf.Name = new(mf.GetName() + "_total")
+		}
+		if _, err := expfmt.MetricFamilyToText(&out, &mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+// TestGoldenFormats: on the golden scenarios, with the DCGM view on, the
+// OpenMetrics and protobuf scrapes, parsed back with expfmt, serve the
+// golden exposition (the same families, series and pinned values as the
+// text scrape), and the DCGM view serves testdata/golden/dcgm/name.txt.
+func TestGoldenFormats(t *testing.T) {
+	for _, tc := range goldenCases {
+		if tc.name != "dgx-h100" && tc.name != "mig-mixed" && tc.name != "mixed-fleet" && tc.name != "events" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.args = append(append([]string(nil), tc.args...), "--compat.dcgm")
+			raw, addr := goldenScrapeAt(t, tc)
+			golden, err := os.ReadFile(filepath.Join("testdata", "golden", tc.name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := lineDiff(string(golden), string(normalise(raw))); d != "" && !*update {
+				t.Errorf("with --compat.dcgm, /metrics serves other series than the golden file (- golden, + served):\n%s", d)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for _, f := range []struct {
+				accept string
+				format expfmt.Format
+			}{
+				{acceptOpenMetrics, expfmt.NewFormat(expfmt.TypeOpenMetrics)},
+				{testenv.AcceptProtobuf, expfmt.NewFormat(expfmt.TypeProtoDelim)},
+			} {
+				body, err := testenv.Scrape(ctx, "http://"+addr+"/metrics", f.accept)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := lineDiff(string(golden), string(normalise(asText(t, body, f.format)))); d != "" && !*update {
+					t.Errorf("%s scrape, parsed back, differs from the golden file (- golden, + served):\n%s", f.format, d)
+				}
+			}
+			// The DCGM view, in text and (parsed back) protobuf.
+			text, err := testenv.Scrape(ctx, "http://"+addr+dcgmPath, testenv.AcceptText)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDCGMValues(t, text)
+			got := normaliseDCGM(text)
+			path := filepath.Join("testdata", "golden", "dcgm", tc.name+".txt")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./cmd/gpulens-exporter -run GoldenFormats -update writes it)", err)
+			}
+			if d := lineDiff(string(want), string(got)); d != "" {
+				t.Errorf("the DCGM view serves other series than %s (- golden, + served):\n%s", path, d)
+			}
+			pb, err := testenv.Scrape(ctx, "http://"+addr+dcgmPath, testenv.AcceptProtobuf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := lineDiff(string(want), string(normaliseDCGM(asText(t, pb, expfmt.NewFormat(expfmt.TypeProtoDelim))))); d != "" {
+				t.Errorf("the DCGM view's protobuf scrape, parsed back, differs from %s:\n%s", path, d)
+			}
+		})
+	}
+}
+
+// dcgmPinned are the DCGM fields whose values are facts of the scenario.
+var dcgmPinned = map[string]bool{
+	"DCGM_FI_DEV_FB_RESERVED":                 true,
+	"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS":   true,
+	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": true,
+	"DCGM_FI_DEV_ROW_REMAP_FAILURE":           true,
+	"DCGM_FI_DEV_XID_ERRORS":                  true, // 0, or the events scenario's XID
+}
+
+var hostnameLabel = regexp.MustCompile(`\bHostname="[^"]*"`)
+
+// normaliseDCGM is normalise for the DCGM view: values not pinned written
+// "*", the host's name written "*".
+func normaliseDCGM(body []byte) []byte {
+	var out bytes.Buffer
+	out.WriteString("# Generated by go test ./cmd/gpulens-exporter -run GoldenFormats -update: the DCGM-compatible view, values that move with time written \"*\".\n")
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" {
+			continue
+		}
+		if line[0] != '#' {
+			series, value := splitSample(line)
+			name := series
+			if i := strings.IndexByte(name, '{'); i >= 0 {
+				name = name[:i]
+			}
+			if !dcgmPinned[name] {
+				value = "*"
+			}
+			line = hostnameLabel.ReplaceAllString(series, `Hostname="*"`) + " " + value
+		}
+		out.WriteString(line + "\n")
+	}
+	return out.Bytes()
+}
+
+// checkDCGMValues checks the DCGM view's units: percentages within 0–100,
+// PROF ratios within 0–1, nothing negative.
+func checkDCGMValues(t *testing.T, body []byte) {
+	t.Helper()
+	view := parseView(body)
+	if len(view) < 10 {
+		t.Fatalf("the DCGM view serves %d fields", len(view))
+	}
+	for name, vals := range view {
+		for _, v := range vals {
+			switch {
+			case v < 0:
+				t.Errorf("%s = %v: negative", name, v)
+			case strings.HasSuffix(name, "_UTIL") && v > 100:
+				t.Errorf("%s = %v: above 100 %%", name, v)
+			case strings.HasSuffix(name, "_ACTIVE") && v > 1:
+				t.Errorf("%s = %v: a ratio above 1", name, v)
+			}
+		}
+	}
+}
