@@ -179,9 +179,10 @@ type DCGMOptions struct {
 
 // NewDCGMExposition serves the DCGM-compatible view of the sampler's
 // snapshot, rendered like the native view (once per new snapshot scraped,
-// shared by concurrent scrapes) in the text and protobuf formats: not in
-// OpenMetrics, which would rename its counters (DCGM's names have no
-// _total). It converts nothing until it is scraped.
+// shared by concurrent scrapes) in the text and protobuf formats, as
+// dcgm-exporter serves it: not in OpenMetrics, where DCGM's counters
+// (without _total) would be typed unknown. It converts nothing until it is
+// scraped.
 func NewDCGMExposition(s *Sampler, opts DCGMOptions) *Exposition {
 	v := &dcgmView{s: s, hostname: opts.Hostname}
 	return newExposition(s, NewRegistry(), opts.Exposition, v.convert, expfmt.DefaultAcceptedFormats())

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -197,5 +198,57 @@ func TestDCGMViewConvertsTheSnapshot(t *testing.T) {
 				t.Errorf("%d renders of the view after one scrape", n)
 			}
 		})
+	}
+}
+
+// TestDCGMViewLint: promtool's lint (promlint) finds in the DCGM view only
+// what dcgm-exporter's names are (counters without _total, one with its
+// type in its name, the camelCase label modelName), kept because consumers
+// depend on them; the native view of the same exporter is clean.
+func TestDCGMViewLint(t *testing.T) {
+	e := newSimExporter(t, "dgx-h100")
+	view := NewDCGMExposition(e.s, DCGMOptions{Hostname: "node-a"})
+	lint := func(h http.Handler) map[string]bool {
+		fams := scrapeFamilies(t, h)
+		var mfs []*dto.MetricFamily
+		for _, mf := range fams {
+			mfs = append(mfs, mf)
+		}
+		problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, p := range problems {
+			out[p.Metric+": "+p.Text] = true
+		}
+		return out
+	}
+	want := map[string]bool{}
+	served := scrapeFamilies(t, view)
+	if len(served) < 15 {
+		t.Fatalf("the DCGM view serves %d families", len(served))
+	}
+	for name := range served {
+		want[name+": label names should be written in 'snake_case' not 'camelCase'"] = true
+	}
+	for _, name := range []string{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+		"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"} {
+		want[name+`: counter metrics should have "_total" suffix`] = true
+	}
+	want["DCGM_FI_DEV_PCIE_REPLAY_COUNTER: metric name should not include type 'counter'"] = true
+	got := lint(view)
+	for p := range got {
+		if !want[p] {
+			t.Errorf("unexpected lint problem in the DCGM view: %s", p)
+		}
+	}
+	for p := range want {
+		if !got[p] {
+			t.Errorf("lint problem expected of dcgm-exporter's names not found (renamed?): %s", p)
+		}
+	}
+	for p := range lint(e.exp) {
+		t.Errorf("the native view: %s", p)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/testenv"
 )
 
@@ -183,6 +184,54 @@ func checkDCGMValues(t *testing.T, body []byte) {
 			case strings.HasSuffix(name, "_ACTIVE") && v > 1:
 				t.Errorf("%s = %v: a ratio above 1", name, v)
 			}
+		}
+	}
+}
+
+// TestDCGMFieldsDocumented: every field of the DCGM view is in the DCGM
+// table of docs/metrics.md and in the migration guide's mapping, and every
+// family of the DCGM golden files is one of them.
+func TestDCGMFieldsDocumented(t *testing.T) {
+	metrics, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "dcgm-migration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]bool{}
+	for _, name := range collector.DCGMFields() {
+		fields[name] = true
+		if !bytes.Contains(metrics, []byte("| `"+name+"` |")) {
+			t.Errorf("docs/metrics.md does not document %s", name)
+		}
+		if !bytes.Contains(guide, []byte("`"+name)) {
+			t.Errorf("docs/dcgm-migration.md does not map %s", name)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "dcgm", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("DCGM golden files: %v %v", files, err)
+	}
+	served := map[string]bool{}
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[1] == "TYPE" {
+				served[f[2]] = true
+				if !fields[f[2]] {
+					t.Errorf("a DCGM golden file serves %s, not a field of collector.DCGMFields", f[2])
+				}
+			}
+		}
+	}
+	for name := range fields {
+		if !served[name] {
+			t.Errorf("%s: in no DCGM golden file", name)
 		}
 	}
 }
