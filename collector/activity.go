@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
 // What NVML showed of a GPU's visible processes over a span of time, kept
@@ -21,7 +23,8 @@ import (
 const activityKeep = 30 * time.Second
 
 // activityWiden is how far around a probe's span the samples are looked for
-// when none overlaps it (a sample period longer than the span).
+// when none overlaps it (a sample period longer than the span), and how far
+// back from the newest sample when none lies that near.
 const activityWiden = time.Second
 
 // VisibleActivity is what NVML showed on a GPU over a span of time.
@@ -80,8 +83,21 @@ func (l *activityLog) activity(from, to time.Time) (VisibleActivity, bool, bool)
 		return VisibleActivity{}, false, false
 	}
 	a := VisibleActivity{SM: map[uint32]float64{}}
-	for _, widen := range []time.Duration{0, activityWiden} {
-		lo, hi := uint64(from.Add(-widen).UnixMicro()), uint64(to.Add(widen).UnixMicro())
+	// The span, else a second around it, else the last second of samples
+	// before its end (a simulated driver's clock runs ahead of NVML's).
+	var newest uint64
+	for _, iv := range l.ivs {
+		if iv.end <= uint64(to.Add(activityWiden).UnixMicro()) {
+			newest = max(newest, iv.end)
+		}
+	}
+	spans := [][2]uint64{
+		{uint64(from.UnixMicro()), uint64(to.UnixMicro())},
+		{uint64(from.Add(-activityWiden).UnixMicro()), uint64(to.Add(activityWiden).UnixMicro())},
+		{newest - min(newest, uint64(activityWiden.Microseconds())), newest},
+	}
+	for _, span := range spans {
+		lo, hi := span[0], span[1]
 		sums, covered := map[uint32]float64{}, map[uint32]float64{}
 		for _, iv := range l.ivs {
 			s, e := max(iv.start, lo), min(iv.end, hi)
@@ -135,17 +151,12 @@ func SelfPID(procRoot string) uint32 {
 	return uint32(os.Getpid())
 }
 
-// unexplainedStolen is the share of the probe's window taken by contexts
-// NVML does not show (docs/metrics.md, "Stolen time"): the probe's share of
-// the window is p = 1 − raw; under time-slicing each visible busy process
-// took at most an equal turn (p) and at most its own SM utilisation u, so
-// the visible processes explain Σ min(u, p), and the rest is unexplained,
-// clamped to [0, raw].
+// unexplainedStolen is gpuprobe.UnexplainedStolen over the visible
+// processes' SM shares.
 func unexplainedStolen(raw float64, visible map[uint32]float64) float64 {
-	p := 1 - raw
-	var explained float64
+	us := make([]float64, 0, len(visible))
 	for _, u := range visible {
-		explained += min(max(u, 0), p)
+		us = append(us, u)
 	}
-	return min(max(raw-explained, 0), raw)
+	return gpuprobe.UnexplainedStolen(raw, us)
 }

@@ -109,7 +109,8 @@ type ProbeOptions struct {
 	// probe, for the unexplained stolen time; nil: not reported.
 	Activity ActivitySource
 	// ActivityWait bounds how long a run waits, after its last device, for
-	// NVML's samples to cover every probe's span. 0: 10 s.
+	// NVML's samples to cover every probe's span (then the latest samples
+	// are used). 0: 5 s.
 	ActivityWait time.Duration
 }
 
@@ -193,7 +194,7 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 		p.opts.IdentityWait = 10 * time.Second
 	}
 	if p.opts.ActivityWait == 0 {
-		p.opts.ActivityWait = 10 * time.Second
+		p.opts.ActivityWait = 5 * time.Second
 	}
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
@@ -347,7 +348,9 @@ func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 				break
 			}
 			if !p.now().Before(deadline) {
-				p.logger.Debug("probe: NVML's process samples do not cover the probe yet; unexplained stolen time not reported for this run", "gpu", st.gpu, "uuid", st.uuid)
+				p.logger.Debug("probe: NVML's process samples do not cover the probe yet; the unexplained stolen time uses the latest ones", "gpu", st.gpu, "uuid", st.uuid)
+				st.unexplained = unexplainedStolen(r.Stolen.Ratio, a.SM)
+				changed = true
 				break
 			}
 			if ticks == nil {

@@ -41,8 +41,9 @@ func TestUnexplainedStolen(t *testing.T) {
 }
 
 // TestActivityLog: per-process time-weighted means over the samples that
-// overlap a span (widened by a second when none does), coverage by the last
-// read, and nothing kept beyond activityKeep.
+// overlap a span (widened by a second when none does, else the last second
+// of samples before it), coverage by the last read, and nothing kept beyond
+// activityKeep.
 func TestActivityLog(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	us := func(d time.Duration) uint64 { return uint64(t0.Add(d).UnixMicro()) }
@@ -68,8 +69,13 @@ func TestActivityLog(t *testing.T) {
 	if a, _, _ := l.activity(t0.Add(1200*time.Millisecond), t0.Add(1300*time.Millisecond)); len(a.SM) != 2 || math.Abs(a.SM[1]-0.5) > 1e-9 || math.Abs(a.SM[2]-0.3) > 1e-9 {
 		t.Errorf("widened activity = %v; want pid 1 0.5 and pid 2 0.3 from the samples within a second", a.SM)
 	}
-	if a, _, _ := l.activity(t0.Add(3*time.Second), t0.Add(4*time.Second)); len(a.SM) != 0 {
-		t.Errorf("activity seconds after the last sample = %v; want none", a.SM)
+	// Seconds after the newest sample: the last second of samples.
+	if a, _, _ := l.activity(t0.Add(3*time.Second), t0.Add(4*time.Second)); len(a.SM) != 2 || math.Abs(a.SM[1]-0.75) > 1e-9 || math.Abs(a.SM[2]-0.3) > 1e-9 {
+		t.Errorf("activity seconds after the last sample = %v; want the last second's: pid 1 0.75, pid 2 0.3", a.SM)
+	}
+	// Before any sample: none.
+	if a, _, _ := l.activity(t0.Add(-3*time.Second), t0.Add(-2*time.Second)); len(a.SM) != 0 {
+		t.Errorf("activity before the first sample = %v; want none", a.SM)
 	}
 	l.record(nil, none, t0.Add(activityKeep+time.Second))
 	if len(l.ivs) != 0 {
