@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,17 +85,24 @@ func (l *activityLog) activity(from, to time.Time) (VisibleActivity, bool, bool)
 	}
 	a := VisibleActivity{SM: map[uint32]float64{}}
 	// The span, else a second around it, else the last second of samples
-	// before its end (a simulated driver's clock runs ahead of NVML's).
+	// before its end (a simulated driver's clock runs ahead of NVML's),
+	// else the first second after its start (a simulated fleet whose time
+	// has not started).
 	var newest uint64
+	earliest := uint64(math.MaxUint64)
 	for _, iv := range l.ivs {
 		if iv.end <= uint64(to.Add(activityWiden).UnixMicro()) {
 			newest = max(newest, iv.end)
+		}
+		if iv.start >= uint64(from.UnixMicro()) {
+			earliest = min(earliest, iv.start)
 		}
 	}
 	spans := [][2]uint64{
 		{uint64(from.UnixMicro()), uint64(to.UnixMicro())},
 		{uint64(from.Add(-activityWiden).UnixMicro()), uint64(to.Add(activityWiden).UnixMicro())},
 		{newest - min(newest, uint64(activityWiden.Microseconds())), newest},
+		{earliest, earliest + uint64(activityWiden.Microseconds())},
 	}
 	for _, span := range spans {
 		lo, hi := span[0], span[1]

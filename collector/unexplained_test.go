@@ -73,9 +73,9 @@ func TestActivityLog(t *testing.T) {
 	if a, _, _ := l.activity(t0.Add(3*time.Second), t0.Add(4*time.Second)); len(a.SM) != 2 || math.Abs(a.SM[1]-0.75) > 1e-9 || math.Abs(a.SM[2]-0.3) > 1e-9 {
 		t.Errorf("activity seconds after the last sample = %v; want the last second's: pid 1 0.75, pid 2 0.3", a.SM)
 	}
-	// Before any sample: none.
-	if a, _, _ := l.activity(t0.Add(-3*time.Second), t0.Add(-2*time.Second)); len(a.SM) != 0 {
-		t.Errorf("activity before the first sample = %v; want none", a.SM)
+	// Seconds before the first sample: the first second of samples.
+	if a, _, _ := l.activity(t0.Add(-3*time.Second), t0.Add(-2*time.Second)); len(a.SM) != 2 || math.Abs(a.SM[1]-0.75) > 1e-9 {
+		t.Errorf("activity before the first sample = %v; want the first second's", a.SM)
 	}
 	l.record(nil, none, t0.Add(activityKeep+time.Second))
 	if len(l.ivs) != 0 {
