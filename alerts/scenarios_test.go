@@ -72,6 +72,41 @@ type wantAlert struct {
 	extra      string // the alert's other identifying labels: namespace="research"
 	from, to   time.Duration
 	through    bool
+	// maybe: episodes of the alert on the GPU are allowed, at any time and
+	// in any number, but none is required (a GPU whose load, busy with
+	// nobody listed, hovers around the threshold at the probes' phase).
+	maybe bool
+}
+
+// unlistedBusy: GpulensGPUStolenTimeHigh may fire on each of gpus, busy
+// with no process NVML lists: the probe takes turns with a context NVML
+// cannot name (docs/simulator.md), which is what the alert is for.
+func unlistedBusy(gpus ...int) []wantAlert {
+	var out []wantAlert
+	for _, g := range gpus {
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), maybe: true})
+	}
+	return out
+}
+
+// busyUnlisted: GpulensGPUStolenTimeHigh fires on each of gpus from the
+// first probes on (pending from the first evaluation, firing 15 minutes
+// later) and for good: NVML reports each busy well above 20 % of the time
+// with no process listed.
+func busyUnlisted(gpus ...int) []wantAlert {
+	var out []wantAlert
+	for _, g := range gpus {
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), from: minutes(14), to: minutes(18), through: true})
+	}
+	return out
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Minute)) }
@@ -100,7 +135,23 @@ var scenarioAlerts = map[string][]wantAlert{
 		// GPU 3's PCIe replay counter read fails from 2 min.
 		{alert: "GpulensNVMLCallsFailing", from: minutes(16), to: minutes(20), through: true},
 	},
+	"busy-neighbour": {
+		// GPU 0: the unexplained ratio is ~0 until the neighbour joins at
+		// 15 min, ~0.5 after; its 30-minute mean passes 0.2 at ~27 min.
+		// GPU 1 (the tenant's own job only) stays silent.
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(38), to: minutes(47), through: true},
+	},
+	"dgx-h100": append(busyUnlisted(0, 1, 2, 3), unlistedBusy(4, 5, 6, 7)...),
+	"fleet":    unlistedBusy(seq(64)...),
+	"minimal":  busyUnlisted(0),
 	"faulty": {
+		// Busy with nobody listed (sine 30-90 %): every probe reads ≥ 0.3.
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(14), to: minutes(18), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(14), to: minutes(18), through: true},
+		// Hung and lost GPUs: whether NVML's process samples were read
+		// around a probe depends on the hangs.
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "2", maybe: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "3", maybe: true},
 		// Hangs from the start (up only between hung calls).
 		{alert: "GpulensGPULost", gpu: "2", from: 0, to: minutes(5), through: true},
 		// Falls off the bus at 45 s: GpulensGPULost only.
@@ -878,6 +929,14 @@ func checkEpisodes(got []episode, want []wantAlert, xids []xidEvent, critical ma
 	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	used := make([]bool, len(got))
 	for _, w := range want {
+		if w.maybe {
+			for i, e := range got {
+				if e.alert == w.alert && e.gpu == w.gpu && e.extra == w.extra {
+					used[i] = true
+				}
+			}
+			continue
+		}
 		found := false
 		for i, e := range got {
 			if !used[i] && e.alert == w.alert && e.gpu == w.gpu && e.extra == w.extra && e.start >= w.from && e.start <= w.to {

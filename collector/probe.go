@@ -109,7 +109,18 @@ type ProbeOptions struct {
 	// a context (gpuprobe.Options.FreeMemory, wired by the opener) and the
 	// MIG instances CUDA does not show it (probe_safety.go).
 	NVML NVMLView
+	// Activity tells which processes NVML showed busy on each GPU during a
+	// probe, for the unexplained stolen time; nil: not reported.
+	Activity ActivitySource
+	// ActivityWait bounds how long a run waits, after its last device, for
+	// NVML's samples to cover every probe's span (then the latest samples
+	// are used). 0: 5 s.
+	ActivityWait time.Duration
 }
+
+// activityPoll is how often a run looks again whether NVML's samples cover
+// its probes.
+const activityPoll = 100 * time.Millisecond
 
 // ProbeCollector runs the probe in the background and serves its latest
 // results. It is a prometheus.Collector whose Collect copies a snapshot.
@@ -150,13 +161,16 @@ type probeDevice struct {
 	matched   bool
 	info      *gpuprobe.DeviceInfo // nil for an NVML GPU CUDA never listed
 	result    *gpuprobe.Result     // latest run, nil when it failed as a whole
-	lastOK    time.Time
-	runs      float64
-	errs      map[probeErrKey]float64
-	skips     map[string]float64 // runs that created no context, by reason
-	failing   bool
-	seen      bool // succeeded at least once (first success is logged)
-	warned    bool // an unmatched device was logged
+	// unexplained is the latest result's stolen time NVML's visible
+	// processes do not explain; -1: not known (yet).
+	unexplained float64
+	lastOK      time.Time
+	runs        float64
+	errs        map[probeErrKey]float64
+	skips       map[string]float64 // runs that created no context, by reason
+	failing     bool
+	seen        bool // succeeded at least once (first success is logged)
+	warned      bool // an unmatched device was logged
 }
 
 type probeErrKey struct{ measurement, err string }
@@ -183,6 +197,9 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	}
 	if p.opts.IdentityWait == 0 {
 		p.opts.IdentityWait = 10 * time.Second
+	}
+	if p.opts.ActivityWait == 0 {
+		p.opts.ActivityWait = 5 * time.Second
 	}
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
@@ -293,12 +310,66 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 			delete(p.devices, k)
 		}
 	}
+	var probed []*probeDevice
 	for _, d := range devs {
 		if ctx.Err() != nil {
 			return
 		}
 		st := p.device(d, gpus)
 		p.probe(ctx, st, d)
+		p.publish()
+		probed = append(probed, st)
+	}
+	p.explain(ctx, probed)
+}
+
+// explain works out, for every device of a run with a stolen-time result,
+// the part of it that the processes NVML showed do not explain
+// (unexplainedStolen), once NVML's samples cover the probe's span (at most
+// ActivityWait after the run), and publishes.
+func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
+	src := p.opts.Activity
+	if src == nil {
+		return
+	}
+	deadline := p.now().Add(p.opts.ActivityWait)
+	var ticks <-chan time.Time
+	stop := func() {}
+	defer func() { stop() }()
+	changed := false
+	for _, st := range sts {
+		r := st.result
+		if r == nil || r.Stolen == nil || !st.matched {
+			continue
+		}
+		from, to := r.Started, r.Started.Add(r.Duration)
+		for {
+			a, known, covered := src.VisibleActivity(st.gpu, from, to)
+			if !known {
+				break
+			}
+			if covered {
+				st.unexplained = unexplainedStolen(r.Stolen.Ratio, a.SM)
+				changed = true
+				break
+			}
+			if !p.now().Before(deadline) {
+				p.logger.Debug("probe: NVML's process samples do not cover the probe yet; the unexplained stolen time uses the latest ones", "gpu", st.gpu, "uuid", st.uuid)
+				st.unexplained = unexplainedStolen(r.Stolen.Ratio, a.SM)
+				changed = true
+				break
+			}
+			if ticks == nil {
+				ticks, stop = p.tick(activityPoll)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+			}
+		}
+	}
+	if changed {
 		p.publish()
 	}
 }
@@ -315,7 +386,7 @@ func (p *ProbeCollector) device(d gpuprobe.DeviceInfo, gpus []GPUIdentity) *prob
 	key := deviceKey(d)
 	st := p.devices[key]
 	if st == nil {
-		st = &probeDevice{errs: map[probeErrKey]float64{}}
+		st = &probeDevice{errs: map[probeErrKey]float64{}, unexplained: -1}
 		p.devices[key] = st
 	}
 	info := d
@@ -394,6 +465,7 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 		return // shutting down: not the device's fault
 	}
 	st.runs++
+	st.unexplained = -1
 	for _, me := range res.Errors {
 		st.errs[probeErrKey{me.Measurement, measurementErrorLabel(me)}]++
 	}
@@ -471,7 +543,7 @@ func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
 			}
 		}
 		if !covered && p.devices[g.UUID] == nil {
-			p.devices[g.UUID] = &probeDevice{gpu: g.GPU, uuid: g.UUID, matched: true, errs: map[probeErrKey]float64{}}
+			p.devices[g.UUID] = &probeDevice{gpu: g.GPU, uuid: g.UUID, matched: true, errs: map[probeErrKey]float64{}, unexplained: -1}
 		}
 	}
 	for _, st := range p.devices {
@@ -619,6 +691,8 @@ var (
 		"stat")
 	probeStolenDesc = desc("probe", "stolen_time_ratio",
 		"Share of the stolen-time window the probe's kernel did not run (gaps in %globaltimer; median over SMs): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
+	probeUnexplainedDesc = desc("probe", "unexplained_stolen_time_ratio",
+		"Share of the stolen-time window taken by contexts NVML does not show: the stolen time ratio less what the GPU's visible busy processes explain (each at most the probe's own share and its SM utilisation over the probe, from NVML's per-process samples; the exporter itself and MPS clients left out), clamped to [0, ratio]. ~0 on a GPU busy only with processes NVML lists. Absent where per-process utilisation is unavailable (MIG) or the process collectors are off.")
 	probeGapDesc = desc("probe", "stolen_gap_seconds",
 		"Length of the gaps the stolen-time kernel saw (stat=median, p90, max; 0 without gaps): the time slice other contexts got.",
 		"stat")
@@ -628,7 +702,7 @@ var (
 func DescribeProbe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
-		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeGapDesc,
+		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc, probeGapDesc,
 		probeSkippedDesc, probeContextMemDesc} {
 		ch <- d
 	}
@@ -730,6 +804,9 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 	nonZero(probeLaunchDesc, r.LaunchLatencyP99.Seconds(), "p99")
 	if s := r.Stolen; s != nil {
 		g(probeStolenDesc, s.Ratio)
+		if st.unexplained >= 0 {
+			g(probeUnexplainedDesc, st.unexplained)
+		}
 		g(probeGapDesc, s.GapMedian.Seconds(), "median")
 		g(probeGapDesc, s.GapP90.Seconds(), "p90")
 		g(probeGapDesc, s.GapMax.Seconds(), "max")

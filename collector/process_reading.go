@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -52,6 +53,9 @@ type processTracker struct {
 	otherBusy float64
 	contended float64
 	series    map[procKey]*processSeries // label pairs of the listed processes
+	// activity, when set, receives the visible processes' sample
+	// intervals of every cycle (for the probe).
+	activity *activityLog
 }
 
 // seriesOf returns the label pairs of a listed process.
@@ -94,6 +98,9 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 		}
 		out.listed = true
 		for _, p := range ps {
+			if p.Pid == t.opts.SelfPID {
+				continue // the exporter itself: its probe's context
+			}
 			k := procKey{p.Pid, p.GpuInstanceId, p.ComputeInstanceId}
 			if gp := byKey[k]; gp != nil {
 				gp.memory = max(gp.memory, p.UsedGpuMemory)
@@ -126,8 +133,19 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 			return s, ret
 		})
 		if ret == nvml.SUCCESS {
+			samples = slices.DeleteFunc(samples, func(s nvml.ProcessUtilizationSample) bool { return s.Pid == t.opts.SelfPID })
 			out.utilOK = true
 			out.cycle = t.timeline.add(samples, since)
+			if t.activity != nil && t.activity.wanted.Load() {
+				var mps map[uint32]bool
+				if out.mps {
+					mps = map[uint32]bool{}
+					for _, p := range out.procs {
+						mps[p.pid] = mps[p.pid] || p.typ == "mps"
+					}
+				}
+				t.activity.record(out.cycle.ivs, func(pid uint32) bool { return mps[pid] }, now)
+			}
 		}
 	}
 	t.timeline.forget(isLive)

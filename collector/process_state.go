@@ -39,6 +39,10 @@ type ProcessOptions struct {
 	// PageSize is the unit of /proc/PID/stat's rss in bytes; 0 means the
 	// host's page size.
 	PageSize int
+	// SelfPID is the exporter's own PID as NVML reports it (its probe's
+	// context runs in it): left out of the process, sharing-mode,
+	// contention, attribution and cost metrics. 0 means SelfPID(ProcRoot).
+	SelfPID uint32
 }
 
 func (o ProcessOptions) validate() error {
@@ -69,6 +73,9 @@ func (o ProcessOptions) withDefaults() ProcessOptions {
 	}
 	if o.PageSize == 0 {
 		o.PageSize = os.Getpagesize()
+	}
+	if o.SelfPID == 0 {
+		o.SelfPID = SelfPID(o.ProcRoot)
 	}
 	return o
 }

@@ -125,7 +125,7 @@ func NewSampler(lib nvml.Interface, collectors []NamedCollector, withXID bool, c
 		s.RecordError("SystemGetCudaDriverVersion", returnName(ret))
 	}
 	for i := 0; i < n; i++ {
-		w := &deviceWorker{s: s, index: i, gpu: strconv.Itoa(i)}
+		w := &deviceWorker{s: s, index: i, gpu: strconv.Itoa(i), activity: &activityLog{}}
 		w.currentCollector.Store(-1)
 		s.workers = append(s.workers, w)
 	}
@@ -223,6 +223,8 @@ type deviceWorker struct {
 	s     *Sampler
 	index int
 	gpu   string
+	// activity is the GPU's visible-process timeline for the probe.
+	activity *activityLog
 
 	// Owned by the worker goroutine.
 	handle   nvml.Device
@@ -330,6 +332,7 @@ func (w *deviceWorker) readIdentity(r *Reader) {
 		return
 	}
 	w.state = newDeviceState(s.lib, uuid, s.cfg.Interval, s.cfg.Processes)
+	w.state.procs.activity = w.activity
 	d := &Device{Index: w.index, UUID: uuid, state: w.state}
 	d.Name, _ = Call(r, "GetName", r.Device.GetName)
 	if pci, ok := Call(r, "GetPciInfo", r.Device.GetPciInfo); ok {

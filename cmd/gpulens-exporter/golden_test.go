@@ -87,9 +87,13 @@ var goldenCases = []goldenCase{
 	}},
 }
 
-// probed: the probe has finished its first run on n devices.
+// probed: the probe has finished its first run on n devices, the
+// unexplained stolen time (worked out once NVML's samples cover the run)
+// included.
 func probed(n int) func(scrapeView) bool {
-	return func(s scrapeView) bool { return len(s.values("gpulens_probe_up")) == n }
+	return func(s scrapeView) bool {
+		return len(s.values("gpulens_probe_up")) == n && len(s.values("gpulens_probe_unexplained_stolen_time_ratio")) == n
+	}
 }
 
 // pinnedFamilies are the families whose values the golden files pin: facts

@@ -167,5 +167,15 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collec
 	}
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", collector.ProbeTimeout(cfg))
-	return collector.NewProbeCollector(open, dir, collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv})
+	opts := collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv}
+	// The sampler keeps each GPU's visible-process timeline for the
+	// unexplained stolen time.
+	if s, ok := dir.(interface {
+		collector.ActivitySource
+		KeepActivity()
+	}); ok {
+		s.KeepActivity()
+		opts.Activity = s
+	}
+	return collector.NewProbeCollector(open, dir, opts)
 }

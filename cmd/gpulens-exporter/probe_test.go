@@ -146,14 +146,14 @@ gpulens_probe_runs_total{gpu="0",uuid="GPU-0"} 2
 	}
 }
 
-// probeSeries waits until the exporter serves the probe's figures and
-// returns the scrape.
+// probeSeries waits until the exporter serves the probe's figures, the
+// unexplained stolen time included, and returns the scrape.
 func probeSeries(t *testing.T, url string) map[string]*familyView {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		fams := scrape(t, http.DefaultClient, url)
-		if f := fams["gpulens_probe_stolen_time_ratio"]; f != nil && len(f.series) > 0 {
+		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil && len(f.series) > 0 {
 			return fams
 		}
 		if time.Now().After(deadline) {
@@ -164,19 +164,26 @@ func probeSeries(t *testing.T, url string) map[string]*familyView {
 }
 
 // The simulated scenarios end to end: the probe sees the invisible
-// neighbour of rented-timesliced and none on rented-dedicated, labelled
-// like the NVML series.
+// neighbour of rented-timesliced (half the GPU, beside the renter's server
+// at 30-50 %, which takes the probe's time too: stolen 0.75, a quarter of
+// the copy bandwidth) and tells it apart from the server NVML shows
+// (unexplained 0.5); nobody on rented-dedicated; on busy-neighbour before
+// the neighbour joins, the tenant's own job takes half, all of it
+// explained. Labelled like the NVML series.
 func TestProbeOnSimulatedScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		scenario       string
 		minStolen      float64
 		maxStolen      float64
+		minUnexplained float64
+		maxUnexplained float64
 		minDeviceCopy  float64 // bytes/s
 		maxDeviceCopy  float64
 		wantGapAtLeast float64 // seconds
 	}{
-		{"rented-dedicated", 0, 0.02, 2.4e12, 3.4e12, 0},
-		{"rented-timesliced", 0.4, 0.6, 1.2e12, 1.7e12, 0.0015},
+		{"rented-dedicated", 0, 0.02, 0, 0.02, 2.4e12, 3.4e12, 0},
+		{"rented-timesliced", 0.7, 0.8, 0.45, 0.55, 6e11, 8.5e11, 0.0015},
+		{"busy-neighbour", 0.45, 0.55, 0, 0.05, 1.2e12, 1.7e12, 0.0015},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			addr := startExporter(t, "--sim.scenario="+tc.scenario, "--sampler.interval=100ms", "--collector.probe", "--collector.probe.interval=1m")
@@ -199,6 +206,9 @@ func TestProbeOnSimulatedScenarios(t *testing.T) {
 			}
 			if v := one("gpulens_probe_stolen_time_ratio").value; v < tc.minStolen || v > tc.maxStolen {
 				t.Errorf("stolen time ratio %.3f, want %.2f–%.2f", v, tc.minStolen, tc.maxStolen)
+			}
+			if v := one("gpulens_probe_unexplained_stolen_time_ratio").value; v < tc.minUnexplained || v > tc.maxUnexplained {
+				t.Errorf("unexplained stolen time ratio %.3f, want %.2f–%.2f", v, tc.minUnexplained, tc.maxUnexplained)
 			}
 			if v := one("gpulens_probe_device_copy_bandwidth_bytes_per_second").value; v < tc.minDeviceCopy || v > tc.maxDeviceCopy {
 				t.Errorf("device copy %.3g B/s, want %.3g–%.3g", v, tc.minDeviceCopy, tc.maxDeviceCopy)

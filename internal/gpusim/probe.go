@@ -31,7 +31,7 @@ type rawNeighbour struct {
 type probeSpec struct {
 	slowdown  float64 // 0: derived from the power limit and the temperature
 	neighbour *neighbourSpec
-	tenants   *probeTenantsSpec // nil: the tenants do not take the probe's time
+	tenants   *probeTenantsSpec // the tenants' slice; nil: the default
 }
 
 // neighbourSpec is another context time-sliced with the probe's, invisible

@@ -85,10 +85,11 @@ func TestValidateScenario(t *testing.T) {
 	}
 }
 
-// TestProbeTenantsShare: with probe.tenants the probe takes turns with the
-// tenants that have SM activity (idle or stopped ones take nothing),
-// composed with an invisible neighbour; per MIG instance, only that
-// instance's tenants count.
+// TestProbeTenantsShare: by default the probe takes turns with the tenants
+// that have SM activity (idle or stopped ones take nothing, a light one no
+// more than its utilisation, MPS clients nothing), composed with an
+// invisible neighbour; per MIG instance, only that instance's tenants
+// count; a GPU busy with nobody listed takes its busy share.
 func TestProbeTenantsShare(t *testing.T) {
 	f, _, _ := newTestFleet(t, mustParse(t, `
 devices:
@@ -101,6 +102,11 @@ devices:
     probe:
       tenants: {}
   - model: h100-sxm5-80gb
+  - model: h100-sxm5-80gb
+  - model: h100-sxm5-80gb
+    util: 30
+  - model: h100-sxm5-80gb
+    util: 99
 tenants:
   - {name: a, gpu: 0, sm_util: 90, start: 10s}
   - {name: b, gpu: 0, sm_util: 40, start: 20s}
@@ -109,10 +115,13 @@ tenants:
   - {name: m0, gpu: 1, mig_instance: 0, sm_util: 50}
   - {name: m0b, gpu: 1, mig_instance: 0, sm_util: 50, start: 50s}
   - {name: other, gpu: 2, sm_util: 99}
+  - {name: light, gpu: 3, sm_util: 20}
+  - {name: heavy, gpu: 3, sm_util: 95, start: 10s}
+  - {name: mps-client, gpu: 3, type: mps, sm_util: 90, start: 20s}
 `), 1)
 	devs := f.probeDevices()
-	if len(devs) != 4 {
-		t.Fatalf("%d CUDA devices; want 4", len(devs))
+	if len(devs) != 7 {
+		t.Fatalf("%d CUDA devices; want 7", len(devs))
 	}
 	at := func(d time.Duration) time.Time { return epoch.Add(d) }
 	for _, tc := range []struct {
@@ -131,14 +140,19 @@ tenants:
 		{1, 10 * time.Second, 0.5, 2 * time.Millisecond},     // MIG 0: m0 (default slice)
 		{1, 60 * time.Second, 2.0 / 3, 2 * time.Millisecond}, // MIG 0: m0, m0b
 		{2, 60 * time.Second, 0, 0},                          // MIG 1: nobody
+		{3, 0, 0.5, 2 * time.Millisecond},                    // no probe section: other
+		{4, 0, 0.2, 2 * time.Millisecond},                    // light takes its 20 %
+		// light 20 %, probe and heavy 40 % each.
+		{4, 15 * time.Second, 0.6, 2 * time.Millisecond},
+		{4, 25 * time.Second, 0.6, 2 * time.Millisecond}, // the MPS client takes nothing
+		// Busy with nobody listed: an unnamed context.
+		{5, 0, 0.3, 2 * time.Millisecond},
+		{6, 0, 0.5, 2 * time.Millisecond},
 	} {
 		share, slice := devs[tc.dev].Neighbour(at(tc.at))
 		if math.Abs(share-tc.share) > 1e-12 || slice != tc.slice {
 			t.Errorf("device %d at %v: neighbour %v, %v; want %v, %v", tc.dev, tc.at, share, slice, tc.share, tc.slice)
 		}
-	}
-	if devs[3].Neighbour != nil {
-		t.Error("a GPU without a probe section has a neighbour")
 	}
 
 	// The share is capped like a neighbour's.

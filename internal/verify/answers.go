@@ -86,7 +86,7 @@ func (e *deviceEval) sharing(m map[string]Check) string {
 			how = append(how, fmt.Sprintf("with %d other visible process(es)", p.Count))
 		}
 	}
-	if st := e.d.Figures.StolenRatio; st != nil && (st.Median > StolenWarnRatio || st.Max > StolenFailRatio) {
+	if st, _ := e.invisible(); st != nil && (st.Median > StolenWarnRatio || st.Max > StolenFailRatio) {
 		kind = "shared"
 		s := fmt.Sprintf("time-sliced with a neighbour you cannot see, which took %s of the GPU time", fmtPct(st.Median))
 		if st.Median <= StolenWarnRatio {
@@ -107,8 +107,8 @@ func (e *deviceEval) sharing(m map[string]Check) string {
 		if c, ok := m[CheckProcesses]; ok && !isNotMeasured(c) {
 			parts = append(parts, "no other process visible")
 		}
-		if st := e.d.Figures.StolenRatio; st != nil {
-			parts = append(parts, fmt.Sprintf("no stolen time (%s)", fmtPct(st.Median)))
+		if st, _ := e.invisible(); st != nil {
+			parts = append(parts, fmt.Sprintf("no time taken by contexts NVML does not show (%s)", fmtPct(st.Median)))
 		} else {
 			parts = append(parts, "stolen time not measured")
 		}
@@ -217,7 +217,11 @@ func (e *deviceEval) neighbours(m map[string]Check) string {
 	verdict := "no"
 	if c, ok := m[CheckStolen]; ok {
 		if st := e.d.Figures.StolenRatio; st != nil {
-			parts = append(parts, fmt.Sprintf("%s of the GPU time stolen", fmtPct(st.Median)))
+			if u, split := e.invisible(); split {
+				parts = append(parts, fmt.Sprintf("%s of the GPU time stolen, %s by contexts NVML does not show", fmtPct(st.Median), fmtPct(u.Median)))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s of the GPU time stolen", fmtPct(st.Median)))
+			}
 		}
 		if c.Status != StatusPass {
 			if isNotMeasured(c) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/clockevent"
+	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
 )
 
@@ -31,6 +32,9 @@ const (
 	// UnseenUsedWarnBytes: NVML memory in use, with no process visible,
 	// above this means a process NVML cannot show (another container or VM).
 	UnseenUsedWarnBytes = 1 << 30
+	// UnseenBusyWarnPct: NVML's GPU utilisation, with no process visible,
+	// above this means a context NVML cannot show runs kernels.
+	UnseenBusyWarnPct = 10
 
 	// StolenWarnRatio and StolenFailRatio bound the median share of the
 	// stolen-time window lost in gaps. A GPU that is ours alone reads
@@ -458,8 +462,15 @@ func (e *deviceEval) processes() Check {
 		}
 		return check(id, title, StatusWarn, "%d other process(es) use this GPU (pid %s; %s): it is shared, unless they are yours", p.Count, strings.Join(pids, ", "), fmtGiB(float64(p.MemoryBytes)))
 	}
-	if m := n.Memory; m != nil && m.UsedBytes > UnseenUsedWarnBytes {
-		return check(id, title, StatusWarn, "no process visible, yet %s of GPU memory is in use: someone NVML cannot show (another container or VM) holds it", fmtGiB(float64(m.UsedBytes)))
+	busy := n.UtilizationPct != nil && *n.UtilizationPct > UnseenBusyWarnPct
+	held := n.Memory != nil && n.Memory.UsedBytes > UnseenUsedWarnBytes
+	switch {
+	case busy && held:
+		return check(id, title, StatusWarn, "no process visible, yet NVML reports the GPU %d%% busy and %s of its memory in use: you are inside a VM or container, and that is somebody else", *n.UtilizationPct, fmtGiB(float64(n.Memory.UsedBytes)))
+	case busy:
+		return check(id, title, StatusWarn, "no process visible, yet NVML reports the GPU %d%% busy: you are inside a VM or container, and that is somebody else", *n.UtilizationPct)
+	case held:
+		return check(id, title, StatusWarn, "no process visible, yet %s of GPU memory is in use: you are inside a VM or container, and that is somebody else", fmtGiB(float64(n.Memory.UsedBytes)))
 	}
 	return check(id, title, StatusPass, "none visible (NVML cannot list processes of other VMs; the stolen-time check covers them)")
 }
@@ -470,25 +481,106 @@ func (e *deviceEval) stolen() Check {
 	if f.StolenRatio == nil {
 		return notMeasured(id, title, e.measurementWhy("stolen"))
 	}
-	med, worst := f.StolenRatio.Median, f.StolenMaxRatio.Max
-	runs := f.StolenRatio.N
+	raw := f.StolenRatio.Median
+	st, split := e.invisible()
+	med, runs := st.Median, st.N
 	gaps := e.gapWords()
+	// Who took the rest: the processes NVML shows, or nobody can tell.
+	whose := "someone else's work"
+	rest := ""
+	switch {
+	case split && raw-med > StolenWarnRatio:
+		whose = "work of contexts NVML does not show"
+		rest = fmt.Sprintf(" (%s stolen in all; the processes NVML shows busy explain the rest)", fmtPct(raw))
+	case !split:
+		rest = " (NVML cannot tell which part its visible processes took" + e.noSplitWhy() + ")"
+	}
 	switch {
 	case med > StolenFailRatio:
-		return check(id, title, StatusFail, "the GPU ran someone else's work for %s of the watch window (median of %d runs)%s", fmtPct(med), runs, gaps)
+		return check(id, title, StatusFail, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps)
 	case med > StolenWarnRatio:
-		return check(id, title, StatusWarn, "the GPU ran someone else's work for %s of the watch window (median of %d runs)%s", fmtPct(med), runs, gaps)
-	case f.StolenRatio.Max > StolenFailRatio:
+		return check(id, title, StatusWarn, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps)
+	case st.Max > StolenFailRatio:
 		seen := 0
 		for _, r := range e.d.Runs {
-			if r.Result != nil && r.Result.Stolen != nil && r.Result.Stolen.Ratio > StolenFailRatio {
+			if v, ok := runInvisible(r, split); ok && v > StolenFailRatio {
 				seen++
 			}
 		}
-		return check(id, title, StatusWarn, "intermittent: %d of %d runs lost up to %s of the window (median %s)%s", seen, runs, fmtPct(f.StolenRatio.Max), fmtPct(med), gaps)
+		return check(id, title, StatusWarn, "intermittent: %d of %d runs lost up to %s of the window to %s (median %s)%s%s", seen, runs, fmtPct(st.Max), whose, fmtPct(med), rest, gaps)
 	}
-	msg := fmt.Sprintf("%s of the watch window lost to gaps (median of %d runs; worst block %s): nobody else ran", fmtPct(med), runs, fmtPct(worst))
+	// No context outside NVML's view took turns with the probe. That says
+	// nothing of work that shares the GPU without pausing the probe.
+	unseen := "MPS clients beside an MPS client, and contexts on other MIG instances, never pause the probe and do not show here"
+	if e.d.MIG != nil {
+		unseen = "other MIG instances never share this instance's SMs and do not show here"
+	}
+	var msg string
+	if split && raw > StolenWarnRatio {
+		msg = fmt.Sprintf("%s of the watch window went to the processes NVML shows busy (median of %d runs), %s to contexts it does not show: no invisible context took turns with the probe; %s", fmtPct(raw), runs, fmtPct(med), unseen)
+	} else {
+		msg = fmt.Sprintf("%s of the watch window lost to gaps (median of %d runs; worst block %s): no other context took turns with the probe; %s", fmtPct(raw), f.StolenRatio.N, fmtPct(f.StolenMaxRatio.Max), unseen)
+	}
 	return Check{ID: id, Title: title, Status: StatusPass, Reason: msg}
+}
+
+// invisible is the stolen time the device is judged on: the part the
+// processes NVML shows do not explain when every run could tell (split),
+// else the raw ratio; nil when stolen time was not measured.
+func (e *deviceEval) invisible() (*Stat, bool) {
+	f := e.d.Figures
+	if f.StolenRatio == nil {
+		return nil, false
+	}
+	if u := f.UnexplainedStolenRatio; u != nil && u.N == f.StolenRatio.N {
+		return u, true
+	}
+	return f.StolenRatio, false
+}
+
+// explainedStolen is the median share of the probe's window the processes
+// NVML shows busy took (stolen less unexplained); 0 when it cannot tell.
+func (e *deviceEval) explainedStolen() float64 {
+	f := e.d.Figures
+	if u, split := e.invisible(); split {
+		return max(0, f.StolenRatio.Median-u.Median)
+	}
+	return 0
+}
+
+// timeSliced: the measurement runs kernels, which take turns with other
+// contexts (copies over PCIe do not in this model).
+func timeSliced(measurement string) bool {
+	switch measurement {
+	case gpuprobe.MeasureDeviceCopy, gpuprobe.MeasureFP32, gpuprobe.MeasureFP16, gpuprobe.MeasureBF16:
+		return true
+	}
+	return false
+}
+
+// runInvisible is one run's figure as invisible judges it.
+func runInvisible(r ProbeRun, split bool) (float64, bool) {
+	if r.Result == nil || r.Result.Stolen == nil {
+		return 0, false
+	}
+	if split {
+		if r.UnexplainedStolenRatio == nil {
+			return 0, false
+		}
+		return *r.UnexplainedStolenRatio, true
+	}
+	return r.Result.Stolen.Ratio, true
+}
+
+// noSplitWhy says why the stolen time could not be split.
+func (e *deviceEval) noSplitWhy() string {
+	switch {
+	case e.d.MIG != nil:
+		return ": no per-process utilisation on a MIG instance"
+	case e.d.NVML == nil:
+		return ": no NVML"
+	}
+	return ""
 }
 
 // gapWords says what the gap lengths suggest.
@@ -524,9 +616,17 @@ func (e *deviceEval) figure(id, title, measurement string, st *Stat, expected fl
 		return check(id, title, StatusWarn, "%s; no reference: the model is not in the spec table", got)
 	}
 	share := st.Median / expected
-	ref := fmt.Sprintf("%s of the %s a healthy %s reaches", fmtPct(share), unit(expected), e.spec.Model)
+	// Kernels are time-sliced with the processes NVML shows busy (yours,
+	// usually): judge what the GPU delivers per unit of the GPU time they
+	// left to the probe.
+	visible := ""
+	if ex := e.explainedStolen(); timeSliced(measurement) && ex > StolenWarnRatio {
+		share /= 1 - ex
+		visible = fmt.Sprintf(", per unit of the GPU time the processes NVML shows busy left to the probe (they took %s)", fmtPct(ex))
+	}
+	ref := fmt.Sprintf("%s of the %s a healthy %s reaches%s", fmtPct(share), unit(expected), e.spec.Model, visible)
 	if e.d.MIG != nil {
-		ref = fmt.Sprintf("%s of the %s a healthy %s slice of this size reaches", fmtPct(share), unit(expected), e.spec.Model)
+		ref = fmt.Sprintf("%s of the %s a healthy %s slice of this size reaches%s", fmtPct(share), unit(expected), e.spec.Model, visible)
 	}
 	if e.spec.Estimated() {
 		ref += " (estimate)"
@@ -555,8 +655,12 @@ func (e *deviceEval) underWhy() string {
 			why = append(why, fmt.Sprintf("power limit %s W of %s W", trim(p.LimitW, 0), trim(p.DefaultW, 0)))
 		}
 	}
-	if st := e.d.Figures.StolenRatio; st != nil && st.Median > StolenWarnRatio {
-		why = append(why, fmt.Sprintf("%s of the time stolen", fmtPct(st.Median)))
+	if st, split := e.invisible(); st != nil && st.Median > StolenWarnRatio {
+		if split {
+			why = append(why, fmt.Sprintf("%s of the time stolen by contexts NVML does not show", fmtPct(st.Median)))
+		} else {
+			why = append(why, fmt.Sprintf("%s of the time stolen", fmtPct(st.Median)))
+		}
 	}
 	if len(why) == 0 {
 		return ""

@@ -50,7 +50,7 @@ func TestHealthyDevicePassesEveryCheck(t *testing.T) {
 		ans[a.ID] = a
 	}
 	for id, sub := range map[string]string{
-		AnswerSharing:  "dedicated: the whole GPU, no hypervisor sharing it, no other process visible, no stolen time (0.1 %)",
+		AnswerSharing:  "dedicated: the whole GPU, no hypervisor sharing it, no other process visible, no time taken by contexts NVML does not show (0.1 %)",
 		AnswerVRAM:     "79.1 GiB free to a new context, of 79.6 GiB visible; the H100 SXM has 80 GiB",
 		AnswerReserved: "yes: memory bandwidth 110 %, FP32 110 %, FP16 tensor 105 %, BF16 tensor 105 % of a healthy H100 SXM",
 		AnswerLatency:  "no: 0.1 % of the GPU time stolen",
@@ -169,6 +169,54 @@ func TestVerdictRules(t *testing.T) {
 				})
 			},
 			want: []want{{CheckStolen, StatusWarn, []string{"intermittent: 1 of 3 runs lost up to 45 %"}}},
+			exit: ExitPass,
+		},
+		{
+			name: "the tenant's own busy process explains the stolen time",
+			change: func(f *fixture) {
+				f.dev.NVML.Processes = &ProcessFacts{Count: 1, MemoryBytes: 10 * gib, PIDs: []uint32{4242}}
+				for i := range f.dev.Runs {
+					f.dev.Runs[i].Result.Stolen = &gpuprobe.StolenResult{Window: time.Second, Ratio: 0.5, MaxRatio: 0.51, GapMedian: 2 * time.Millisecond}
+					f.dev.Runs[i].VisibleSM = map[string]float64{"4242": 0.97}
+					f.dev.Runs[i].UnexplainedStolenRatio = new(float64)
+				}
+			},
+			want: []want{
+				{CheckStolen, StatusPass, []string{"50 % of the watch window went to the processes NVML shows busy (median of 3 runs), 0 % to contexts it does not show",
+					"MPS clients beside an MPS client, and contexts on other MIG instances, never pause the probe"}},
+				{CheckProcesses, StatusWarn, []string{"1 other process(es)"}},
+			},
+			exit: ExitPass,
+		},
+		{
+			name: "a neighbour NVML does not show beside a busy visible process fails on its share",
+			change: func(f *fixture) {
+				for i := range f.dev.Runs {
+					f.dev.Runs[i].Result.Stolen = &gpuprobe.StolenResult{Window: time.Second, Ratio: 0.7, MaxRatio: 0.71, GapMedian: 2 * time.Millisecond}
+					u := 0.4
+					f.dev.Runs[i].UnexplainedStolenRatio = &u
+				}
+			},
+			want: []want{{CheckStolen, StatusFail, []string{"the GPU ran work of contexts NVML does not show for 40 % of the watch window (median of 3 runs) (70 % stolen in all; the processes NVML shows busy explain the rest)"}}},
+			exit: ExitFail,
+		},
+		{
+			name: "busy with no process visible",
+			change: func(f *fixture) {
+				u := uint32(85)
+				f.dev.NVML.UtilizationPct = &u
+			},
+			want: []want{{CheckProcesses, StatusWarn, []string{"no process visible, yet NVML reports the GPU 85% busy: you are inside a VM or container, and that is somebody else"}}},
+			exit: ExitPass,
+		},
+		{
+			name: "busy and memory held with no process visible",
+			change: func(f *fixture) {
+				u := uint32(60)
+				f.dev.NVML.UtilizationPct = &u
+				f.dev.NVML.Memory.UsedBytes = 70 * gib
+			},
+			want: []want{{CheckProcesses, StatusWarn, []string{"NVML reports the GPU 60% busy and 70 GiB of its memory in use"}}},
 			exit: ExitPass,
 		},
 		{
@@ -319,7 +367,7 @@ func TestVerdictRules(t *testing.T) {
 		{
 			name:   "memory in use by someone NVML cannot show",
 			change: func(f *fixture) { f.dev.NVML.Memory.UsedBytes = 5 * gib },
-			want:   []want{{CheckProcesses, StatusWarn, []string{"no process visible, yet 5 GiB", "another container or VM"}}},
+			want:   []want{{CheckProcesses, StatusWarn, []string{"no process visible, yet 5 GiB", "inside a VM or container, and that is somebody else"}}},
 			exit:   ExitPass,
 		},
 		{

@@ -228,6 +228,10 @@ func mockGPU(uuid, bus string, reasons uint64) *mock.Device {
 		GetComputeRunningProcessesFunc:    func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
 		GetGraphicsRunningProcessesFunc:   func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
 		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		GetUtilizationRatesFunc:           func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.SUCCESS },
+		GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return nil, nvml.ERROR_NOT_FOUND
+		},
 	}
 }
 

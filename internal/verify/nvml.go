@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,10 +74,13 @@ type GPUFacts struct {
 	PCIe           *PCIeLink     `json:"pcie,omitempty"`
 	Power          *PowerLimits  `json:"power,omitempty"`
 	Processes      *ProcessFacts `json:"processes,omitempty"`
-	MaxSMClockMHz  uint32        `json:"max_sm_clock_mhz,omitempty"`
-	UnderLoad      *LoadSamples  `json:"under_load,omitempty"`
-	NotAvailable   []string      `json:"not_available,omitempty"`
-	Errors         []CallError   `json:"errors,omitempty"`
+	// UtilizationPct is NVML's GPU utilisation (the share of the last
+	// sample period a kernel ran, any context's) before the probe ran.
+	UtilizationPct *uint32      `json:"utilization_pct,omitempty"`
+	MaxSMClockMHz  uint32       `json:"max_sm_clock_mhz,omitempty"`
+	UnderLoad      *LoadSamples `json:"under_load,omitempty"`
+	NotAvailable   []string     `json:"not_available,omitempty"`
+	Errors         []CallError  `json:"errors,omitempty"`
 }
 
 // MIGInstance is a MIG device of a GPU in MIG mode.
@@ -145,6 +149,9 @@ type ProcessFacts struct {
 	Count       int      `json:"count"`
 	MemoryBytes uint64   `json:"memory_bytes"`
 	PIDs        []uint32 `json:"pids,omitempty"`
+	// MPSPIDs are the MPS clients among them: they run inside the MPS
+	// server's context and never pause a time-sliced one.
+	MPSPIDs []uint32 `json:"mps_pids,omitempty"`
 }
 
 // Why returns why a fact read by call is missing: "not available (NVML:
@@ -356,6 +363,10 @@ func gatherGPU(d nvml.Device, g *GPUFacts, r reader, selfPID int) {
 	}
 	r.do("GetMaxClockInfo(sm)", func() (ret nvml.Return) { g.MaxSMClockMHz, ret = d.GetMaxClockInfo(nvml.CLOCK_SM); return })
 	g.Processes = gatherProcesses(d, r, selfPID)
+	var util nvml.Utilization
+	if r.do("GetUtilizationRates", func() (ret nvml.Return) { util, ret = d.GetUtilizationRates(); return }) {
+		g.UtilizationPct = &util.Gpu
+	}
 }
 
 func gatherMIG(d nvml.Device, r reader) []MIGInstance {
@@ -396,7 +407,7 @@ func gatherMIG(d nvml.Device, r reader) []MIGInstance {
 
 func gatherProcesses(d nvml.Device, r reader, selfPID int) *ProcessFacts {
 	byPID := map[uint32]uint64{}
-	var order []uint32
+	var order, mps []uint32
 	listed := false
 	for _, c := range []struct {
 		call string
@@ -418,6 +429,9 @@ func gatherProcesses(d nvml.Device, r reader, selfPID int) *ProcessFacts {
 			if _, seen := byPID[p.Pid]; !seen {
 				order = append(order, p.Pid)
 			}
+			if c.call == "GetMPSComputeRunningProcesses" && !slices.Contains(mps, p.Pid) {
+				mps = append(mps, p.Pid)
+			}
 			// The same process in two lists holds one allocation.
 			byPID[p.Pid] = max(byPID[p.Pid], p.UsedGpuMemory)
 		}
@@ -425,7 +439,7 @@ func gatherProcesses(d nvml.Device, r reader, selfPID int) *ProcessFacts {
 	if !listed {
 		return nil
 	}
-	pf := &ProcessFacts{Count: len(order), PIDs: order}
+	pf := &ProcessFacts{Count: len(order), PIDs: order, MPSPIDs: mps}
 	for _, m := range byPID {
 		pf.MemoryBytes += m
 	}

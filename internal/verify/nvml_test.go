@@ -18,14 +18,15 @@ func TestGatherNVMLHealthy(t *testing.T) {
 	g := h.GPUs[0]
 	want := GPUFacts{
 		Index: 0, Name: h100, UUID: uuid0, PCIBusID: bus0, Virtualization: VirtNone, MIGEnabled: boolp(false),
-		Memory:        &MemoryFacts{TotalBytes: 80 * gib, ReservedBytes: 512 * mib, UsedBytes: 4 * mib, FreeBytes: 80*gib - 516*mib},
-		ComputeMode:   ComputeDefault,
-		ECC:           &ECCFacts{Enabled: true, PendingEnabled: true, UncorrectedVolatile: u64(0), UncorrectedAggregate: u64(0)},
-		RemappedRows:  &RemappedRows{},
-		PCIe:          &PCIeLink{CurrentGen: 5, MaxGen: 5, CurrentWidth: 16, MaxWidth: 16},
-		Power:         &PowerLimits{LimitW: 700, DefaultW: 700, EnforcedW: 700},
-		Processes:     &ProcessFacts{},
-		MaxSMClockMHz: 1980,
+		Memory:         &MemoryFacts{TotalBytes: 80 * gib, ReservedBytes: 512 * mib, UsedBytes: 4 * mib, FreeBytes: 80*gib - 516*mib},
+		ComputeMode:    ComputeDefault,
+		ECC:            &ECCFacts{Enabled: true, PendingEnabled: true, UncorrectedVolatile: u64(0), UncorrectedAggregate: u64(0)},
+		RemappedRows:   &RemappedRows{},
+		PCIe:           &PCIeLink{CurrentGen: 5, MaxGen: 5, CurrentWidth: 16, MaxWidth: 16},
+		Power:          &PowerLimits{LimitW: 700, DefaultW: 700, EnforcedW: 700},
+		Processes:      &ProcessFacts{},
+		UtilizationPct: new(uint32),
+		MaxSMClockMHz:  1980,
 	}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("facts\n got %+v\nwant %+v", g, want)

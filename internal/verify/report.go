@@ -183,6 +183,15 @@ type ProbeRun struct {
 	// Skipped: the probe left the device alone (a compute mode other than
 	// DEFAULT, too little free memory) and measured nothing.
 	Skipped *gpuprobe.Skip `json:"skipped,omitempty"`
+	// VisibleSM is, per process NVML listed on the GPU (this one and MPS
+	// clients left out), its mean SM utilisation (0-1) over the probe,
+	// from NVML's per-process samples; nil where NVML cannot tell (MIG,
+	// no NVML).
+	VisibleSM map[string]float64 `json:"visible_sm,omitempty"`
+	// UnexplainedStolenRatio is the part of the stolen ratio the visible
+	// processes do not explain (gpuprobe.UnexplainedStolen); nil with
+	// VisibleSM nil.
+	UnexplainedStolenRatio *float64 `json:"unexplained_stolen_ratio,omitempty"`
 }
 
 // Figures summarise the runs' measurements (nil: never measured).
@@ -197,12 +206,15 @@ type Figures struct {
 	LaunchLatencyP99Seconds  *Stat `json:"launch_latency_p99_seconds,omitempty"`
 	StolenRatio              *Stat `json:"stolen_ratio,omitempty"`
 	StolenMaxRatio           *Stat `json:"stolen_max_ratio,omitempty"`
-	StolenGapMedianSeconds   *Stat `json:"stolen_gap_median_seconds,omitempty"`
-	StolenGapP90Seconds      *Stat `json:"stolen_gap_p90_seconds,omitempty"`
-	StolenGapMaxSeconds      *Stat `json:"stolen_gap_max_seconds,omitempty"`
-	MemoryTotalBytes         *Stat `json:"memory_total_bytes,omitempty"`
-	MemoryFreeBytes          *Stat `json:"memory_free_bytes,omitempty"`
-	MemoryUsableBytes        *Stat `json:"memory_usable_bytes,omitempty"`
+	// UnexplainedStolenRatio: the share of the window taken by contexts
+	// NVML does not show (ProbeRun.UnexplainedStolenRatio).
+	UnexplainedStolenRatio *Stat `json:"unexplained_stolen_ratio,omitempty"`
+	StolenGapMedianSeconds *Stat `json:"stolen_gap_median_seconds,omitempty"`
+	StolenGapP90Seconds    *Stat `json:"stolen_gap_p90_seconds,omitempty"`
+	StolenGapMaxSeconds    *Stat `json:"stolen_gap_max_seconds,omitempty"`
+	MemoryTotalBytes       *Stat `json:"memory_total_bytes,omitempty"`
+	MemoryFreeBytes        *Stat `json:"memory_free_bytes,omitempty"`
+	MemoryUsableBytes      *Stat `json:"memory_usable_bytes,omitempty"`
 }
 
 // Summary is the overall verdict.

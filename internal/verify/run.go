@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +170,9 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 					continue
 				}
 				run := probeOnce(ctx, prober, d.CUDA.Ordinal, o.Probe, timeout, samplers[i], every)
+				if d.MIG == nil && devHandles[i] != nil && d.NVML != nil {
+					explain(&run, devHandles[i], uint32(o.SelfPID), d.NVML.Processes)
+				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -375,7 +379,7 @@ func deviceName(d *Device) string {
 // aggregate summarises the runs' figures. Zero figures are "not measured"
 // (gpuprobe.Result), except the stolen ratio, which is a measurement at 0.
 func aggregate(runs []ProbeRun) Figures {
-	var v [16][]float64
+	var v [17][]float64
 	add := func(i int, x float64) {
 		if x > 0 {
 			v[i] = append(v[i], x)
@@ -395,6 +399,9 @@ func aggregate(runs []ProbeRun) Figures {
 		add(6, res.LaunchLatency.Seconds())
 		add(7, res.LaunchLatencyP99.Seconds())
 		if st := res.Stolen; st != nil && st.Window > 0 {
+			if u := r.UnexplainedStolenRatio; u != nil {
+				v[16] = append(v[16], *u)
+			}
 			v[8] = append(v[8], st.Ratio)
 			v[9] = append(v[9], st.MaxRatio)
 			add(10, st.GapMedian.Seconds())
@@ -413,8 +420,80 @@ func aggregate(runs []ProbeRun) Figures {
 		H2DBytesPerSecond: NewStat(v[0]), D2HBytesPerSecond: NewStat(v[1]), DeviceCopyBytesPerSecond: NewStat(v[2]),
 		FP32FLOPS: NewStat(v[3]), FP16TensorFLOPS: NewStat(v[4]), BF16TensorFLOPS: NewStat(v[5]),
 		LaunchLatencySeconds: NewStat(v[6]), LaunchLatencyP99Seconds: NewStat(v[7]),
-		StolenRatio: NewStat(v[8]), StolenMaxRatio: NewStat(v[9]),
+		StolenRatio: NewStat(v[8]), StolenMaxRatio: NewStat(v[9]), UnexplainedStolenRatio: NewStat(v[16]),
 		StolenGapMedianSeconds: NewStat(v[10]), StolenGapP90Seconds: NewStat(v[11]), StolenGapMaxSeconds: NewStat(v[12]),
 		MemoryTotalBytes: NewStat(v[13]), MemoryFreeBytes: NewStat(v[14]), MemoryUsableBytes: NewStat(v[15]),
 	}
+}
+
+// visibleWiden is how far around a probe NVML's per-process samples are
+// looked for when none falls within it (a sample period longer than the
+// probe, or a simulated driver whose clock runs ahead of NVML's).
+const visibleWiden = time.Second
+
+// explain fills run's VisibleSM and UnexplainedStolenRatio from NVML's
+// per-process utilisation samples over the probe (docs/metrics.md, "Stolen
+// time"): this process and MPS clients left out.
+func explain(run *ProbeRun, d nvml.Device, self uint32, procs *ProcessFacts) {
+	res := run.Result
+	if res == nil || res.Stolen == nil || res.Stolen.Window <= 0 {
+		return
+	}
+	from, to := res.Started, res.Started.Add(res.Duration)
+	var samples []nvml.ProcessUtilizationSample
+	var na []string
+	var errs []CallError
+	ok := reader{&na, &errs}.do("GetProcessUtilization", func() nvml.Return {
+		var ret nvml.Return
+		samples, ret = d.GetProcessUtilization(0)
+		if ret == nvml.ERROR_NOT_FOUND {
+			return nvml.SUCCESS // no sample: nothing ran
+		}
+		return ret
+	})
+	if !ok {
+		return
+	}
+	skip := func(pid uint32) bool {
+		return pid == self || (procs != nil && slices.Contains(procs.MPSPIDs, pid))
+	}
+	// The probe's span, else a second around it, else the last second of
+	// samples before it (a simulated driver's clock runs ahead of NVML's).
+	var newest uint64
+	for _, s := range samples {
+		if s.TimeStamp <= uint64(to.Add(visibleWiden).UnixMicro()) {
+			newest = max(newest, s.TimeStamp)
+		}
+	}
+	spans := [][2]uint64{
+		{uint64(from.UnixMicro()), uint64(to.UnixMicro())},
+		{uint64(from.Add(-visibleWiden).UnixMicro()), uint64(to.Add(visibleWiden).UnixMicro())},
+		{newest - min(newest, uint64(visibleWiden.Microseconds())), newest},
+	}
+	vis := map[uint32]float64{}
+	for _, span := range spans {
+		lo, hi := span[0], span[1]
+		sum, n := map[uint32]float64{}, map[uint32]float64{}
+		for _, s := range samples {
+			if s.TimeStamp < lo || s.TimeStamp > hi || skip(s.Pid) {
+				continue
+			}
+			sum[s.Pid] += float64(s.SmUtil) / 100
+			n[s.Pid]++
+		}
+		for pid, c := range n {
+			vis[pid] = sum[pid] / c
+		}
+		if len(vis) > 0 {
+			break
+		}
+	}
+	run.VisibleSM = map[string]float64{}
+	us := make([]float64, 0, len(vis))
+	for pid, u := range vis {
+		run.VisibleSM[strconv.FormatUint(uint64(pid), 10)] = u
+		us = append(us, u)
+	}
+	u := gpuprobe.UnexplainedStolen(res.Stolen.Ratio, us)
+	run.UnexplainedStolenRatio = &u
 }
