@@ -66,7 +66,8 @@ check-mod:
 check-metrics: build
 	@bash scripts/check-metrics.sh $(BIN)
 
-# promtool check rules + promtool test rules on alerts/.
+# promtool check rules + promtool test rules on alerts/, the tests
+# RULE_TEST_RUNS times (default 3) to catch a rule-order dependence.
 check-rules:
 	@bash scripts/check-rules.sh
 
