@@ -46,8 +46,23 @@ price=${DEMO_GPU_HOURLY_USD:-}
 scratch=.scratch/demo
 rm -rf "$scratch"
 mkdir -p "$scratch/tsdb"
-trap 'echo; echo "stopping demo..."; stop_all; echo "stopped; logs kept in $scratch"' EXIT
-trap 'exit 0' INT TERM
+# Ctrl-C sends SIGINT to the whole foreground process group: make, this
+# shell and every program it started. The programs stop on their own;
+# this shell stops the rest, says so in one line and exits 0. Any other
+# exit (a program that died, a failed start) is an error.
+stopping=0
+on_exit() {
+	local rc=$?
+	stop_all
+	if [ "$stopping" = 1 ]; then
+		echo
+		echo "gpulens demo stopped (logs: $scratch)"
+	elif [ "$rc" -ne 0 ]; then
+		echo "gpulens demo stopped after an error (exit $rc; logs: $scratch/*.log)" >&2
+	fi
+}
+trap on_exit EXIT
+trap 'stopping=1; exit 0' INT TERM
 
 wait_http() { # url name
 	local i
@@ -164,6 +179,9 @@ TXT
 while true; do
 	for p in "${PIDS[@]}"; do
 		if ! kill -0 "$p" 2>/dev/null; then
+			# The programs may stop on a Ctrl-C before this shell runs
+			# its INT trap: give the trap a second to run (and exit 0).
+			sleep 1
 			echo "a demo process ($p) exited; see $scratch/*.log" >&2
 			exit 1
 		fi
