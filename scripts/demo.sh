@@ -64,6 +64,21 @@ on_exit() {
 trap on_exit EXIT
 trap 'stopping=1; exit 0' INT TERM
 
+# all_exited SECONDS: whether every program the demo started has exited
+# within SECONDS.
+all_exited() {
+	local i p alive
+	for i in $(seq 1 $(($1 * 5))); do
+		alive=0
+		for p in "${PIDS[@]}"; do
+			if kill -0 "$p" 2>/dev/null; then alive=1; fi
+		done
+		if [ "$alive" = 0 ]; then return 0; fi
+		sleep 0.2
+	done
+	return 1
+}
+
 wait_http() { # url name
 	local i
 	for i in $(seq 1 300); do
@@ -179,10 +194,16 @@ TXT
 while true; do
 	for p in "${PIDS[@]}"; do
 		if ! kill -0 "$p" 2>/dev/null; then
-			# The programs may stop on a Ctrl-C before this shell runs
-			# its INT trap: give the trap a second to run (and exit 0).
-			sleep 1
-			echo "a demo process ($p) exited; see $scratch/*.log" >&2
+			# Ctrl-C stops every program at once (they handle SIGINT),
+			# where a crash stops one; and this shell cannot trap a SIGINT
+			# it was started with ignored (make demo run in the background).
+			if all_exited 10; then
+				stopping=1
+				exit 0
+			fi
+			rc=0
+			wait "$p" || rc=$?
+			echo "a demo process ($p) exited (status $rc); see $scratch/*.log" >&2
 			exit 1
 		fi
 	done
