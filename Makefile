@@ -28,7 +28,11 @@ export DEMO_SCENARIO ?= demo
 export DEMO_CONCURRENCY ?= 16
 export DEMO_GPU_HOURLY_USD ?=
 
-.PHONY: all build tools test vet unit ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
+# Every go test has an explicit -timeout above the test harness's longest
+# limit (internal/testenv builds a tool for up to 15 minutes).
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all build tools test check vet unit ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
 
 all: build
 
@@ -52,7 +56,13 @@ vet:
 # The HTML report is checked in headless Chromium (Debian's package,
 # installed when missing).
 unit: build ensure-chromium
-	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 ./...
+	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) ./...
+
+# The inner loop: gofmt and vet, then every test that needs no real
+# Prometheus, promtool, Chromium or build of a tool (-short skips those).
+# Warm, it takes about a minute on two cores (docs/benchmarks.md).
+check: vet
+	$(GO) test -short -timeout=$(TEST_TIMEOUT) ./...
 
 ensure-chromium:
 	@bash scripts/ensure-chromium.sh
@@ -66,7 +76,8 @@ check-mod:
 check-metrics: build
 	@bash scripts/check-metrics.sh $(BIN)
 
-# promtool check rules + promtool test rules on alerts/.
+# promtool check rules + promtool test rules on alerts/, the tests
+# RULE_TEST_RUNS times (default 3) to catch a rule-order dependence.
 check-rules:
 	@bash scripts/check-rules.sh
 
@@ -87,7 +98,7 @@ demo: build
 	@bash scripts/demo.sh $(BIN)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout=$(TEST_TIMEOUT) ./...
 
 gpu-smoke:
 	@bash scripts/gpu-smoke.sh

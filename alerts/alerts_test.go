@@ -228,16 +228,11 @@ func TestPromtoolTestsCoverEveryRule(t *testing.T) {
 	}
 }
 
-// promtool returns the path of the pinned promtool binary (tools/go.mod).
+// promtool returns the path of the pinned promtool binary (tools/go.mod),
+// from the test harness (skipped under -short).
 func promtool(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "tool", "-modfile=../tools/go.mod", "-n", "promtool").Output()
-	if err != nil {
-		t.Fatalf("go tool -modfile=../tools/go.mod -n promtool: %v", err)
-	}
-	return strings.TrimSpace(string(out))
+	return testenv.Binary(t, "promtool")
 }
 
 // promtool test rules must fail, naming the alert, when an expected result

@@ -187,10 +187,16 @@ func TestCostDashboardOnMixedFleet(t *testing.T) {
 			{by: "name", tol: exact, vals: map[string]float64{"NVIDIA H100 80GB HBM3": 4, "NVIDIA A100-SXM4-80GB": 2, "NVIDIA A30-PCIE-24GB": 1}},
 			one(7, exact), one(7, exact),
 		},
-		"Cost per request":               {none},
-		"Cost per 1,000 requests":        {none},
-		"Cost per million output tokens": {none},
-		"Unit costs over time":           {none, none},
+		// mixed-fleet runs without the probe: no neighbour figures.
+		"Neighbours' cost per hour":              {none},
+		"Neighbours' cost per day":               {none},
+		"Paid vs delivered by namespace":         {none, none, none, none},
+		"Neighbours' cost by GPU":                {none},
+		"GPU time taken by invisible neighbours": {none},
+		"Cost per request":                       {none},
+		"Cost per 1,000 requests":                {none},
+		"Cost per million output tokens":         {none},
+		"Unit costs over time":                   {none, none},
 	}
 
 	raw, err := os.ReadFile(filepath.Join("..", "dashboards", "gpulens-cost.json"))

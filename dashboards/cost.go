@@ -119,6 +119,29 @@ func cost() (dashboard.Dashboard, error) {
 		qs:   []q{{expr: `namespace:gpulens_idle_allocated_gpus_cost:usd_per_hour{` + selNS + `}`, legend: "{{namespace}}"}}},
 		stacked)
 
+	bd.row("What the neighbours cost: paid vs delivered")
+	bd.stat(panel{title: "Neighbours' cost per hour", unit: "currencyUSD", w: 6, th: steps("green", 0.01, "orange"), decimals: rateDecimals,
+		desc: "USD per hour paid for GPU time that contexts nobody can see took (cluster:gpulens_neighbour_cost:usd_per_hour): each probed GPU's price times the share of the probe's window those contexts took, the mean of the last 30 minutes' probe runs. No data without --collector.probe (docs/cost.md#what-the-neighbours-cost).",
+		qs:   []q{{expr: `sum(cluster:gpulens_neighbour_cost:usd_per_hour{` + selCluster + `})`}}})
+	bd.stat(panel{title: "Neighbours' cost per day", unit: "currencyUSD", w: 6, th: steps("green", 0.24, "orange"), decimals: centsDecimals,
+		desc: "The same at the current rate for 24 hours (gpu:gpulens_neighbour_cost:usd_per_day, summed).",
+		qs:   []q{{expr: `sum(gpu:gpulens_neighbour_cost:usd_per_day{` + selCluster + `})`}}})
+	bd.table(panel{title: "Paid vs delivered by namespace", unit: "currencyUSD", w: 12, h: 8, th: steps("green"), decimals: rateDecimals,
+		desc: "One row per namespace holding probed whole GPUs. Paid (Value #A, USD per hour): their allocation. Delivered (#B): the same less the share invisible neighbours took (namespace:gpulens_delivered_gpus_cost:usd_per_hour). The neighbours' cost per hour (#C) and per day (#D). A namespace whose GPUs are not probed has no row.",
+		qs: []q{
+			{expr: by(namespaceLabels, `namespace:gpulens_delivered_gpus_cost:usd_per_hour{`+selNS+`} + namespace:gpulens_neighbour_cost:usd_per_hour{`+selNS+`}`)},
+			{expr: by(namespaceLabels, `namespace:gpulens_delivered_gpus_cost:usd_per_hour{`+selNS+`}`)},
+			{expr: by(namespaceLabels, `namespace:gpulens_neighbour_cost:usd_per_hour{`+selNS+`}`)},
+			{expr: by(namespaceLabels, `namespace:gpulens_neighbour_cost:usd_per_day{`+selNS+`}`)},
+		}})
+	bd.ts(panel{title: "Neighbours' cost by GPU", unit: "currencyUSD", w: 12, th: steps("green"), decimals: rateDecimals,
+		desc: "USD per hour each probed GPU (or MIG instance) loses to contexts nobody can see (gpu:gpulens_neighbour_cost:usd_per_hour).",
+		qs:   []q{{expr: `gpu:gpulens_neighbour_cost:usd_per_hour{` + selCluster + `}`, legend: "{{instance}} GPU {{gpu}}"}}},
+		stacked)
+	bd.ts(panel{title: "GPU time taken by invisible neighbours", unit: "percentunit", w: 12, th: steps("green", 0.2, "orange"), min: f(0), max: f(1),
+		desc: "Share of each probed GPU's time taken by contexts that are neither this tenant's visible processes nor the exporter, the mean of the last 30 minutes' probe runs (gpu:gpulens_probe_unexplained_stolen_time_ratio:avg_over_time30m); above 0.2 for 15 minutes fires GpulensGPUStolenTimeHigh.",
+		qs:   []q{{expr: `gpu:gpulens_probe_unexplained_stolen_time_ratio:avg_over_time30m{` + selCluster + `}`, legend: "{{instance}} GPU {{gpu}}"}}})
+
 	bd.row("GPU-hours and prices")
 	bd.stat(panel{title: "GPU-hours by model in the time range", unit: "h", w: 8, th: steps("green"), decimals: f(1),
 		desc: "GPUs the exporters report, by model, times the hours of the selected time range (the mean count over the range).",

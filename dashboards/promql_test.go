@@ -148,6 +148,7 @@ func healthyFleet() []series {
 		l := n1 + `,gpu="` + g.gpu + `",uuid="` + g.uuid + `"`
 		s = append(s,
 			series{"gpulens_probe_stolen_time_ratio", l, each(0)},
+			series{"gpulens_probe_unexplained_stolen_time_ratio", l, each(0)},
 			series{"gpulens_probe_device_copy_bandwidth_bytes_per_second", l, each(3e12)},
 			series{"gpulens_probe_fp32_flop_per_second", l, each(5e13)},
 			series{"gpulens_probe_last_success_timestamp_seconds", l, fmt.Sprintf("-10+15%s", constant)},

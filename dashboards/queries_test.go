@@ -45,6 +45,9 @@ func TestTableShapes(t *testing.T) {
 		}, []string{ // notebook-0 holds idle GPU 1; the others run without an allocation
 			"c1/research/notebook-0/Value #B", "c1/research/train-0/Value #A", "c1/serving/chat-mig-0/Value #A", "c1/team-b/chat-b-0/Value #A",
 		}},
+		// The probed GPUs 0 and 1 of n1 are serving's and research's; no
+		// neighbour: delivered = paid.
+		"Paid vs delivered by namespace": {[]string{"cluster", "namespace"}, []string{"c1/research", "c1/serving"}, nil},
 		"Stolen time and figures against baseline per GPU": {[]string{"cluster", "gpu", "instance", "uuid"}, []string{
 			"c1/0/n1:9842/GPU-a0", "c1/1/n1:9842/GPU-a1",
 		}, nil},

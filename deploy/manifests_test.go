@@ -449,9 +449,13 @@ func TestPrometheusRuleEqualsRuleFiles(t *testing.T) {
 }
 
 // goTool runs `go tool -modfile=tools/go.mod NAME args` (a pinned tool of
-// the tools module) from the repository root.
+// the tools module) from the repository root; -short skips the test (the
+// tool may need building).
 func goTool(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: needs the pinned %s", name)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools/go.mod", name}, args...)...)
@@ -732,9 +736,13 @@ var (
 )
 
 // gpulensBinaries returns the directory holding gpulens-exporter and
-// gpulens-loadgen: $GPULENS_BIN (the Makefile's bin/) or a fresh build.
+// gpulens-loadgen: $GPULENS_BIN (the Makefile's bin/) or a fresh build
+// (skipped under -short).
 func gpulensBinaries(t *testing.T) string {
 	t.Helper()
+	if testing.Short() && os.Getenv("GPULENS_BIN") == "" {
+		t.Skip("-short: needs a go build of the binaries (or GPULENS_BIN)")
+	}
 	binOnce.Do(func() {
 		if d := os.Getenv("GPULENS_BIN"); d != "" {
 			binDir = d

@@ -110,7 +110,7 @@ step "writing the PTX modules"
 ptxdir=$cache/ptx
 rm -rf "$ptxdir"
 mkdir -p "$ptxdir"
-if ! out=$(GPULENS_PTX_OUT=$(realpath "$ptxdir") $GO test -count=1 -run '^TestWritePTX$' ./internal/gpuprobe/ 2>&1); then
+if ! out=$(GPULENS_PTX_OUT=$(realpath "$ptxdir") $GO test -count=1 -timeout=10m -run '^TestWritePTX$' ./internal/gpuprobe/ 2>&1); then
 	echo "$out" >&2
 	exit 1
 fi
@@ -191,7 +191,7 @@ step "gpuprobe tests against the real libcuda ($(basename "$libcuda"))"
 libdir=$(realpath "$(dirname "$libcuda")")
 rc=0
 GPULENS_LIBCUDA=$(realpath "$libcuda") LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-	$GO test -count=1 -v -run '^TestRealLibcuda' ./internal/gpuprobe/ >"$cache/libcuda-test.log" 2>&1 || rc=$?
+	$GO test -count=1 -timeout=10m -v -run '^TestRealLibcuda' ./internal/gpuprobe/ >"$cache/libcuda-test.log" 2>&1 || rc=$?
 sed 's/^/      /' "$cache/libcuda-test.log"
 if [ $rc -ne 0 ]; then
 	echo "FAIL: go test -run '^TestRealLibcuda' (exit $rc)"

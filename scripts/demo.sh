@@ -46,8 +46,38 @@ price=${DEMO_GPU_HOURLY_USD:-}
 scratch=.scratch/demo
 rm -rf "$scratch"
 mkdir -p "$scratch/tsdb"
-trap 'echo; echo "stopping demo..."; stop_all; echo "stopped; logs kept in $scratch"' EXIT
-trap 'exit 0' INT TERM
+# Ctrl-C sends SIGINT to the whole foreground process group: make, this
+# shell and every program it started. The programs stop on their own;
+# this shell stops the rest, says so in one line and exits 0. Any other
+# exit (a program that died, a failed start) is an error.
+stopping=0
+on_exit() {
+	local rc=$?
+	stop_all
+	if [ "$stopping" = 1 ]; then
+		echo
+		echo "gpulens demo stopped (logs: $scratch)"
+	elif [ "$rc" -ne 0 ]; then
+		echo "gpulens demo stopped after an error (exit $rc; logs: $scratch/*.log)" >&2
+	fi
+}
+trap on_exit EXIT
+trap 'stopping=1; exit 0' INT TERM
+
+# all_exited SECONDS: whether every program the demo started has exited
+# within SECONDS.
+all_exited() {
+	local i p alive
+	for i in $(seq 1 $(($1 * 5))); do
+		alive=0
+		for p in "${PIDS[@]}"; do
+			if kill -0 "$p" 2>/dev/null; then alive=1; fi
+		done
+		if [ "$alive" = 0 ]; then return 0; fi
+		sleep 0.2
+	done
+	return 1
+}
 
 wait_http() { # url name
 	local i
@@ -164,7 +194,16 @@ TXT
 while true; do
 	for p in "${PIDS[@]}"; do
 		if ! kill -0 "$p" 2>/dev/null; then
-			echo "a demo process ($p) exited; see $scratch/*.log" >&2
+			# Ctrl-C stops every program at once (they handle SIGINT),
+			# where a crash stops one; and this shell cannot trap a SIGINT
+			# it was started with ignored (make demo run in the background).
+			if all_exited 10; then
+				stopping=1
+				exit 0
+			fi
+			rc=0
+			wait "$p" || rc=$?
+			echo "a demo process ($p) exited (status $rc); see $scratch/*.log" >&2
 			exit 1
 		fi
 	done

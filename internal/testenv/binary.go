@@ -50,11 +50,20 @@ func Binary(t testing.TB, name string) string {
 
 // Binaries is Binary for several programs; those to build are built in
 // parallel.
+//
+// Under -short a test that needs a pinned tool (a real Prometheus or
+// promtool) is skipped: the inner loop (make check) neither builds nor
+// runs them.
 func Binaries(t testing.TB, names ...string) []string {
 	t.Helper()
 	for _, name := range names {
 		if packages[name] == "" && !tools[name] {
 			t.Fatalf("testenv: no build for %q", name)
+		}
+	}
+	for _, name := range names {
+		if tools[name] && testing.Short() {
+			t.Skipf("-short: needs the pinned %s", name)
 		}
 	}
 	out := make([]string, len(names))

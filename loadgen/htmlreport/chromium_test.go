@@ -14,9 +14,13 @@ import (
 )
 
 // findChromium returns a headless-capable Chromium, or skips the test
-// unless GPULENS_REQUIRE_CHROMIUM is set (then it fails).
+// unless GPULENS_REQUIRE_CHROMIUM is set (then it fails). -short skips it
+// always (the inner loop, make check).
 func findChromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs Chromium")
+	}
 	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
