@@ -193,6 +193,30 @@ func checkVolumes(t *testing.T, where string, spec corev1.PodSpec) {
 	}
 }
 
+// dropsTargetPodLabels reports whether an endpoint's relabelings drop the
+// namespace, pod and container labels the Prometheus Operator gives each
+// target (the exporter pod's), so that the series' own (the GPU tenant's)
+// keep their names.
+func dropsTargetPodLabels(ep monitoringv1.Endpoint) bool {
+	dropped := map[string]bool{}
+	for _, r := range ep.RelabelConfigs {
+		if r.Action != "labeldrop" {
+			continue
+		}
+		re, err := regexp.Compile("^(?:" + r.Regex + ")$")
+		if err != nil {
+			return false
+		}
+		for _, l := range []string{"namespace", "pod", "container"} {
+			dropped[l] = dropped[l] || re.MatchString(l)
+		}
+		if re.MatchString("node") || re.MatchString("instance") || re.MatchString("job") {
+			return false
+		}
+	}
+	return dropped["namespace"] && dropped["pod"] && dropped["container"]
+}
+
 func portNamed(c corev1.Container, name string) (int32, bool) {
 	for _, p := range c.Ports {
 		if p.Name == name {
@@ -297,6 +321,8 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	}
 	if len(sm.Spec.Endpoints) == 0 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].HonorLabels {
 		t.Errorf("%s: ServiceMonitor endpoints %+v; want port metrics first, without honorLabels", where, sm.Spec.Endpoints)
+	} else if !dropsTargetPodLabels(sm.Spec.Endpoints[0]) {
+		t.Errorf("%s: ServiceMonitor endpoint metrics relabelings %+v do not drop the target's namespace, pod and container: the tenants' labels would become exported_*", where, sm.Spec.Endpoints[0].RelabelConfigs)
 	}
 
 	ruleFiles, _ := filepath.Glob(filepath.Join(root, "alerts", "*.rules.yml"))

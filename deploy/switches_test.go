@@ -325,8 +325,12 @@ func withDCGMCompat(ds *appsv1.DaemonSet, svc *corev1.Service, sm *monitoringv1.
 	c.Args = append(c.Args, "--compat.dcgm", fmt.Sprintf("--compat.dcgm.listen-address=:%d", dcgmPort))
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "dcgm-compat", ContainerPort: dcgmPort, Protocol: corev1.ProtocolTCP})
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dcgm-compat", Port: dcgmPort, TargetPort: intstr.FromString("dcgm-compat"), Protocol: corev1.ProtocolTCP})
+	// The native endpoint's settings, but dcgm-exporter's labels: the
+	// target's namespace, pod and container are kept (exported_* for the
+	// series' own, as dcgm-exporter's chart has it), and a job of its own.
 	ep := *sm.Spec.Endpoints[0].DeepCopy()
 	ep.Port = "dcgm-compat"
+	ep.RelabelConfigs = slices.DeleteFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool { return r.Action == "labeldrop" })
 	job := dcgmJob
 	ep.RelabelConfigs = append(ep.RelabelConfigs, monitoringv1.RelabelConfig{TargetLabel: "job", Replacement: &job})
 	sm.Spec.Endpoints = append(sm.Spec.Endpoints, ep)
@@ -786,6 +790,33 @@ func TestSystemdProbeDropIn(t *testing.T) {
 			if got := strings.Join(systemdProblems(parseUnit(t, svc, broken)), "\n"); !strings.Contains(got, tc.want) {
 				t.Errorf("%s with probe.conf less %q: problems %q; want %q", name, tc.drop, got, tc.want)
 			}
+		}
+	}
+}
+
+// TestDropsTargetPodLabels: the check on the native endpoint's relabelings
+// fails without the labeldrop, with one label missed, and with a drop that
+// takes more than the three.
+func TestDropsTargetPodLabels(t *testing.T) {
+	good := kustomizeBuild(t).serviceMonitors[0].Spec.Endpoints[0]
+	for _, tc := range []struct {
+		name  string
+		regex string // "" removes the labeldrop
+		want  bool
+	}{
+		{"as built", "namespace|pod|container", true},
+		{"none", "", false},
+		{"namespace kept", "pod|container", false},
+		{"everything", ".*", false},
+		{"instance too", "namespace|pod|container|instance", false},
+	} {
+		ep := *good.DeepCopy()
+		ep.RelabelConfigs = slices.DeleteFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool { return r.Action == "labeldrop" })
+		if tc.regex != "" {
+			ep.RelabelConfigs = append(ep.RelabelConfigs, monitoringv1.RelabelConfig{Action: "labeldrop", Regex: tc.regex})
+		}
+		if got := dropsTargetPodLabels(ep); got != tc.want {
+			t.Errorf("%s: dropsTargetPodLabels = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
