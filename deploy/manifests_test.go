@@ -193,6 +193,30 @@ func checkVolumes(t *testing.T, where string, spec corev1.PodSpec) {
 	}
 }
 
+// dropsTargetPodLabels reports whether an endpoint's relabelings drop the
+// namespace, pod and container labels the Prometheus Operator gives each
+// target (the exporter pod's), so that the series' own (the GPU tenant's)
+// keep their names.
+func dropsTargetPodLabels(ep monitoringv1.Endpoint) bool {
+	dropped := map[string]bool{}
+	for _, r := range ep.RelabelConfigs {
+		if r.Action != "labeldrop" {
+			continue
+		}
+		re, err := regexp.Compile("^(?:" + r.Regex + ")$")
+		if err != nil {
+			return false
+		}
+		for _, l := range []string{"namespace", "pod", "container"} {
+			dropped[l] = dropped[l] || re.MatchString(l)
+		}
+		if re.MatchString("node") || re.MatchString("instance") || re.MatchString("job") {
+			return false
+		}
+	}
+	return dropped["namespace"] && dropped["pod"] && dropped["container"]
+}
+
 func portNamed(c corev1.Container, name string) (int32, bool) {
 	for _, p := range c.Ports {
 		if p.Name == name {
@@ -243,12 +267,14 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	if !hasArg(c.Args, fmt.Sprintf("--web.listen-address=:%d", exporterPort)) {
 		t.Errorf("%s: exporter args %v do not listen on :%d", where, c.Args, exporterPort)
 	}
-	env := map[string]string{}
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
+	for _, p := range exporterEnvProblems(c) {
+		t.Errorf("%s: %s", where, p)
 	}
-	if env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "utility" {
-		t.Errorf("%s: exporter env %v; want NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=utility", where, env)
+	for _, p := range probeProblems(c) {
+		t.Errorf("%s: %s", where, p)
+	}
+	for _, p := range dcgmCompatProblems(c, svc, sm) {
+		t.Errorf("%s: %s", where, p)
 	}
 	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/-/healthy" || p.HTTPGet.Port.String() != "metrics" {
@@ -284,8 +310,8 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	if !subset(svc.Spec.Selector, pod.Labels) {
 		t.Errorf("%s: Service selector %v does not match the exporter pods %v", where, svc.Spec.Selector, pod.Labels)
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].Port != exporterPort || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
-		t.Errorf("%s: Service ports %+v; want metrics %d -> metrics", where, svc.Spec.Ports, exporterPort)
+	if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].Port != exporterPort || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("%s: Service ports %+v; want metrics %d -> metrics first", where, svc.Spec.Ports, exporterPort)
 	}
 	if !subset(sm.Spec.Selector.MatchLabels, svc.Labels) {
 		t.Errorf("%s: ServiceMonitor selector %v does not match the Service's labels %v", where, sm.Spec.Selector.MatchLabels, svc.Labels)
@@ -293,8 +319,10 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	if svc.Labels[sm.Spec.JobLabel] != "gpulens-exporter" {
 		t.Errorf("%s: ServiceMonitor jobLabel %q gives job %q; the alerts want gpulens-exporter", where, sm.Spec.JobLabel, svc.Labels[sm.Spec.JobLabel])
 	}
-	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" {
-		t.Errorf("%s: ServiceMonitor endpoints %+v; want port metrics", where, sm.Spec.Endpoints)
+	if len(sm.Spec.Endpoints) == 0 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].HonorLabels {
+		t.Errorf("%s: ServiceMonitor endpoints %+v; want port metrics first, without honorLabels", where, sm.Spec.Endpoints)
+	} else if !dropsTargetPodLabels(sm.Spec.Endpoints[0]) {
+		t.Errorf("%s: ServiceMonitor endpoint metrics relabelings %+v do not drop the target's namespace, pod and container: the tenants' labels would become exported_*", where, sm.Spec.Endpoints[0].RelabelConfigs)
 	}
 
 	ruleFiles, _ := filepath.Glob(filepath.Join(root, "alerts", "*.rules.yml"))
@@ -518,13 +546,20 @@ func loadCompose(t *testing.T, file string) *composetypes.Project {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadComposeConfig(t, dir, []composetypes.ConfigFile{{Filename: filepath.Join(dir, file), Content: b}})
+}
+
+// loadComposeConfig loads compose files, merged in order as
+// `docker compose -f a -f b` merges them.
+func loadComposeConfig(t *testing.T, dir string, files []composetypes.ConfigFile) *composetypes.Project {
+	t.Helper()
 	p, err := loader.LoadWithContext(context.Background(), composetypes.ConfigDetails{
 		WorkingDir:  dir,
-		ConfigFiles: []composetypes.ConfigFile{{Filename: filepath.Join(dir, file), Content: b}},
+		ConfigFiles: files,
 		Environment: composetypes.Mapping{},
 	}, func(o *loader.Options) { o.SkipResolveEnvironment = true })
 	if err != nil {
-		t.Fatalf("%s: %v", file, err)
+		t.Fatalf("%s: %v", files[0].Filename, err)
 	}
 	return p
 }
@@ -810,6 +845,19 @@ func TestFlagsExist(t *testing.T) {
 	decodeKustomization(t, filepath.Join(root, "deploy", "kubernetes", "loadgen"), o)
 	check("kustomize DaemonSet", exporter, o.daemonSets[0].Spec.Template.Spec.Containers[0].Args)
 	loadgenArgs("kustomize Job", o.jobs[0].Spec.Template.Spec.Containers[0].Args)
+
+	// The switches: the kustomize components, the Helm values, the
+	// compose override files and the systemd drop-in.
+	both := kustomizeBuild(t, "probe", "dcgm-compat")
+	check("kustomize DaemonSet with the components", exporter, both.daemonSets[0].Spec.Template.Spec.Containers[0].Args)
+	helm := helmObjects(t, "probe.enabled=true", "compat.dcgm.enabled=true")
+	check("helm DaemonSet with the probe and the DCGM view", exporter, helm.daemonSets[0].Spec.Template.Spec.Containers[0].Args)
+	for _, files := range [][]string{{"compose.gpu.yaml", "compose.probe.yaml", "compose.dcgm.yaml"}, {"compose.yaml", "compose.dcgm.yaml"}} {
+		p := loadComposeFiles(t, files...)
+		check(strings.Join(files, "+")+" exporter", exporter, composeExporterArgs(t, p.Services["exporter"]))
+	}
+	sd := filepath.Join(root, "deploy", "systemd")
+	check("systemd unit with probe.conf", exporter, parseUnit(t, filepath.Join(sd, "gpulens-exporter.service"), filepath.Join(sd, "probe.conf")).execArgs())
 
 	for _, file := range []string{"compose.yaml", "compose.gpu.yaml"} {
 		p := loadCompose(t, file)

@@ -3,6 +3,9 @@
 # host driver's libnvidia-ml.so.1 and device nodes when the container runs
 # with NVIDIA_VISIBLE_DEVICES=all and NVIDIA_DRIVER_CAPABILITIES=utility
 # (`--gpus all` / compose `gpus: all` / the nvidia runtime class).
+# The continuous probe (--collector.probe) also needs libcuda.so.1, the PTX
+# JIT and /dev/nvidia-uvm: run it with NVIDIA_DRIVER_CAPABILITIES=compute,utility
+# (the probe switches of deploy/: deploy/README.md, "The probe").
 # Build from the repository root:
 #   docker build -f deploy/docker/exporter.Dockerfile -t gpulens/gpulens-exporter .
 FROM golang:1.26-bookworm AS build
