@@ -27,6 +27,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
+	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // Endpoints.
@@ -177,8 +178,8 @@ type streamState struct {
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1", option.Name("BaseURL"), cfg.BaseURL)
+	if _, err := weburl.Check(base); err != nil {
+		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1: %v", option.Name("BaseURL"), cfg.BaseURL, err)
 	}
 	var path string
 	switch cfg.Endpoint {
