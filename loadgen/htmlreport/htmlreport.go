@@ -61,14 +61,16 @@ var Charts = []string{ChartTTFT, ChartITL, ChartTPOT, ChartE2E, ChartTTFTVsLevel
 type kv struct{ K, V string }
 
 type view struct {
-	Title     string
-	Doc       *report.Document
-	Meta      []kv
-	Settings  []kv
-	Runs      []runRow
-	Charts    []chart
-	Warnings  []string
-	Generated string
+	Title    string
+	Doc      *report.Document
+	Meta     []kv
+	Settings []kv
+	Runs     []runRow
+	Charts   []chart
+	Warnings []string
+	// Aggregates: some rows are the means of a level's repeats.
+	Aggregates bool
+	Generated  string
 }
 
 type runRow struct {
@@ -156,7 +158,13 @@ func build(doc *report.Document) view {
 		add("GPU exporter error", g.Error)
 	}
 	v.Meta = append(v.Meta, manifestRows(m.Manifest)...) // server, host, labels, settings hash (evaluation.go)
-	v.Warnings = m.Warnings
+	v.Warnings = append([]string(nil), m.Warnings...)
+	for _, r := range doc.Runs {
+		if g := r.GPU; g != nil && g.Warning != "" && !r.Aggregate {
+			v.Warnings = append(v.Warnings, r.Name+": energy: "+g.Warning)
+		}
+		v.Aggregates = v.Aggregates || r.Aggregate
+	}
 	if len(doc.Runs) > 0 {
 		v.Settings = settingsRows(doc.Runs[0].Settings)
 		if pts := levels(doc.Runs); len(pts) > 1 {

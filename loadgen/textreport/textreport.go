@@ -36,6 +36,8 @@ var gpuColumns = []struct {
 	{"gpu.energy_joules", func(g *report.RunGPU) float64 { return g.EnergyJoules }},
 	{"gpu.output_tokens_per_joule", func(g *report.RunGPU) float64 { return g.OutputTokensPerJoule }},
 	{"gpu.energy_per_request_joules", func(g *report.RunGPU) float64 { return g.EnergyPerRequestJoules }},
+	{"gpu.duration_seconds", func(g *report.RunGPU) float64 { return g.DurationSeconds }},
+	{"gpu.energy_extrapolated_ratio", func(g *report.RunGPU) float64 { return g.EnergyExtrapolatedRatio }},
 }
 
 // WriteCSV writes one row per run: name, level, repeat, aggregate, every
@@ -80,6 +82,17 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	return cw.Error()
 }
 
+// aggregates counts the aggregate rows.
+func aggregates(d *report.Document) int {
+	n := 0
+	for _, r := range d.Runs {
+		if r.Aggregate {
+			n++
+		}
+	}
+	return n
+}
+
 func ff(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // WriteTable prints a human-readable summary.
@@ -93,6 +106,9 @@ func WriteTable(w io.Writer, d *report.Document) {
 			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
 	}
 	tw.Flush()
+	if n := aggregates(d); n > 0 {
+		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
+	}
 	writeEvaluation(w, d) // GPU side per run, manifest (evaluation.go)
 	for _, wmsg := range d.Metadata.Warnings {
 		fmt.Fprintln(w, "WARNING:", wmsg)

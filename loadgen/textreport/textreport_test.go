@@ -54,7 +54,7 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("no column %q in %v", name, head)
 		return -1
 	}
-	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "gpu.energy_per_request_joules" {
+	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "gpu.energy_extrapolated_ratio" {
 		t.Errorf("header = %v", head)
 	}
 	for _, c := range []struct {
