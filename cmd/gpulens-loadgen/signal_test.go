@@ -45,7 +45,7 @@ func TestFIFOOutputNoReader(t *testing.T) {
 	srv := &recordingServer{}
 	start := time.Now()
 	p := testenv.Run(t, bin, "run", "--target", srv.start(t), "--model", "m", "--concurrency", "1", "--requests", "2",
-		"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
+		"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens.calibrate=off", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
 		"--output", out)
 	select {
 	case <-p.Done():
@@ -88,7 +88,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			out := fifo(t)
 			srv := &recordingServer{hang: true, arrived: make(chan struct{}, 4)}
 			p := testenv.Run(t, bin, "run", "--target", srv.start(t), "--model", "m", "--concurrency", "1", "--duration", "60s",
-				"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
+				"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens.calibrate=off", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
 				"--output", out)
 			select {
 			case <-srv.arrived:

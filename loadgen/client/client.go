@@ -74,8 +74,12 @@ type Request struct {
 	Index       int
 	Prompt      string
 	InputTokens int // estimated prompt length in tokens
-	MaxTokens   int
-	IgnoreEOS   bool
+	// TargetInputTokens is the prompt length asked for, in the server's
+	// tokens (0: none asked, e.g. a dataset's prompt): the record's
+	// RequestedInputTokens.
+	TargetInputTokens int
+	MaxTokens         int
+	IgnoreEOS         bool
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -490,6 +494,7 @@ func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
 	if res.PromptTokens == 0 {
 		res.PromptTokens = r.InputTokens // the server did not say: our estimate
 	}
+	res.RequestedInputTokens, res.RequestedOutputTokens = r.TargetInputTokens, r.MaxTokens
 	if res.OK() {
 		// Drain so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(rbody, 64<<10))

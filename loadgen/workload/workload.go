@@ -278,6 +278,9 @@ type Config struct {
 	// one of Dataset, Trace and Turns > 1 is set (Validate).
 	Trace *Trace
 	Turns int
+	// Tokens converts the lengths asked for, in the server's tokens, to
+	// words of the synthetic prompts (tokens.go); zero: one word each.
+	Tokens Tokens
 }
 
 // maxNonce is the longest nonce accepted.
@@ -351,8 +354,8 @@ var vocabulary = strings.Fields(`the of and to in is was for on that with as by 
 system number during state found group music based area series second high called team century season university school film history government national small large work family american album end population water early public river back north south following`)
 
 // Request returns request i. A synthetic prompt is the request index (led
-// by the tag: "TAG-i") then words drawn with the seed and i, one word per
-// estimated token; a dataset prompt is led by "TAG-i " when there is a tag.
+// by the tag: "TAG-i") then words drawn with the seed and i, as many as
+// make the length drawn in the server's tokens (Config.Tokens); a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
 	switch {
 	case w.cfg.Trace != nil:
@@ -362,7 +365,7 @@ func (w *Workload) Request(i int) client.Request {
 	}
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string
-	var in, out int
+	var in, out, target int // target: the length asked for, in the server's tokens (0: a dataset's prompt)
 	if d := w.cfg.Dataset; d != nil {
 		e := d.Entries[w.perm[i%len(w.perm)]]
 		prompt = e.Prompt
@@ -377,6 +380,8 @@ func (w *Workload) Request(i int) client.Request {
 	} else {
 		in = w.cfg.Input.Sample(rng)
 		out = w.cfg.Output.Sample(rng)
+		target = in
+		nw := w.cfg.Tokens.Words(in)
 		var sb strings.Builder
 		sb.Grow(in * 8)
 		sb.WriteString(w.cfg.PromptPrefix)
@@ -387,7 +392,7 @@ func (w *Workload) Request(i int) client.Request {
 			sb.WriteByte('-')
 		}
 		sb.WriteString(strconv.Itoa(i))
-		for k := 1; k < in; k++ {
+		for k := 1; k < nw; k++ {
 			sb.WriteByte(' ')
 			sb.WriteString(vocabulary[rng.IntN(len(vocabulary))])
 		}
@@ -396,5 +401,5 @@ func (w *Workload) Request(i int) client.Request {
 	if w.cfg.MaxTokens > 0 {
 		out = min(out, w.cfg.MaxTokens)
 	}
-	return client.Request{Index: i, Prompt: prompt, InputTokens: in, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
+	return client.Request{Index: i, Prompt: prompt, InputTokens: in, TargetInputTokens: target, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
 }
