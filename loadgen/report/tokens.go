@@ -62,3 +62,39 @@ type TokenProbe struct {
 	Words  int `json:"words"`
 	Tokens int `json:"tokens"`
 }
+
+// TokenRow is one run's prompt and output lengths: asked for (nil when
+// nothing was asked, e.g. a dataset's prompts) and counted by the server.
+type TokenRow struct {
+	Run             string `json:"run"`
+	InputRequested  *Dist  `json:"input_tokens_requested,omitempty"`
+	Input           Dist   `json:"input_tokens"`
+	OutputRequested *Dist  `json:"output_tokens_requested,omitempty"`
+	Output          Dist   `json:"output_tokens"`
+}
+
+// Tokens is r's TokenRow.
+func Tokens(r *Run) TokenRow {
+	s := &r.Summary
+	return TokenRow{Run: r.Name, InputRequested: s.InputTokensRequested, Input: s.InputTokens, OutputRequested: s.OutputTokensRequested, Output: s.OutputTokens}
+}
+
+// HasTokenRequests reports whether a run of d asked for lengths (the
+// reports then show asked against server-counted tokens).
+func HasTokenRequests(d *Document) bool {
+	for i := range d.Runs {
+		if d.Runs[i].Summary.InputTokensRequested != nil || d.Runs[i].Summary.OutputTokensRequested != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// FormatTokens writes a length distribution as "mean/p50/p99", "-" when
+// absent.
+func FormatTokens(d *Dist) string {
+	if d == nil || d.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f/%.0f/%.0f", d.Mean, d.P50, d.P99)
+}

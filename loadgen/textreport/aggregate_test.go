@@ -22,6 +22,14 @@ func aggregatedDoc() *report.Document {
 	r2.GPU = &report.RunGPU{GPUs: []report.RunGPUDevice{{GPU: "0", EnergyJoules: 1289}}, PeakMemoryUsedBytes: 12e9, MeanUtilizationRatio: 0.6,
 		MeanPowerWatts: 500, EnergyJoules: 1289, OutputTokensPerJoule: 200.0 / 1289, EnergyPerRequestJoules: 64.45, Samples: 2,
 		DurationSeconds: 1.79, EnergyExtrapolatedRatio: 0.6, Warning: "run too short for a trustworthy energy figure"}
+	r1.Summary.InputTokens = report.Dist{Count: 10, Mean: 250, P50: 251, P99: 270}
+	r2.Summary.InputTokens = report.Dist{Count: 20, Mean: 262, P50: 259, P99: 290}
+	r1.Summary.OutputTokens = report.Dist{Count: 10, Mean: 120, P50: 128, P99: 128}
+	r2.Summary.OutputTokens = report.Dist{Count: 20, Mean: 124, P50: 128, P99: 128}
+	r1.Summary.InputTokensRequested = &report.Dist{Count: 10, Mean: 256, P50: 256, P99: 256}
+	r2.Summary.InputTokensRequested = &report.Dist{Count: 20, Mean: 256, P50: 256, P99: 256}
+	r1.Summary.OutputTokensRequested = &report.Dist{Count: 10, Mean: 128, P50: 128, P99: 128}
+	r2.Summary.OutputTokensRequested = &report.Dist{Count: 20, Mean: 128, P50: 128, P99: 128}
 	reps := []report.Run{r1, r2}
 	agg := stats.Aggregate(reps)
 	agg.GPU = report.AggregateGPU(reps)

@@ -55,6 +55,9 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	for _, c := range gpuColumns {
 		head = append(head, c.name)
 	}
+	for _, c := range tokenColumns {
+		head = append(head, c.name)
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -72,6 +75,13 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 				row = append(row, "")
 			} else {
 				row = append(row, ff(c.get(r.GPU)))
+			}
+		}
+		for _, c := range tokenColumns {
+			if v, ok := c.get(&r.Summary); ok {
+				row = append(row, ff(v))
+			} else {
+				row = append(row, "")
 			}
 		}
 		if err := cw.Write(row); err != nil {
@@ -106,6 +116,7 @@ func WriteTable(w io.Writer, d *report.Document) {
 			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
 	}
 	tw.Flush()
+	writeTokens(w, d)
 	if n := aggregates(d); n > 0 {
 		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
 	}
