@@ -216,3 +216,34 @@ func TestInputTokensAgainstStreamFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiTurnTokensAgainstSubwordSim: a conversation's history, resent
+// whole at every turn, has the server's length: turn k asks for the
+// user and answer tokens of the turns before it plus its own, and the
+// sub-word simulated server counts each within 2 %.
+func TestMultiTurnTokensAgainstSubwordSim(t *testing.T) {
+	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1,
+		Tokenizer: simserver.TokenizerSubword}))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	app := kingpin.New("t", "")
+	c := runCommand(app)
+	if _, err := app.Parse([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", srv.URL + "/v1", "--model", simserver.DefaultModel, "--no-progress",
+		"--no-server-info", "--concurrency", "2", "--requests", "6", "--turns", "3", "--input-tokens", "fixed:128", "--output-tokens", "fixed:64",
+		"--ignore-eos", "--save-requests", out}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.run(t.Context(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, out)
+	if len(recs) != 6 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, r := range recs {
+		want := []int{128, 128 + 64 + 128, 2 * (128 + 64) + 128}[r.Turn-1]
+		if r.RequestedInputTokens != want || math.Abs(float64(r.PromptTokens-want)) > 0.02*float64(want) {
+			t.Errorf("conversation %d turn %d: asked %d, server counted %d; want %d ± 2 %%", r.Conversation, r.Turn, r.RequestedInputTokens, r.PromptTokens, want)
+		}
+	}
+}
