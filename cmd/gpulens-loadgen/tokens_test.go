@@ -241,7 +241,7 @@ func TestMultiTurnTokensAgainstSubwordSim(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	for _, r := range recs {
-		want := []int{128, 128 + 64 + 128, 2 * (128 + 64) + 128}[r.Turn-1]
+		want := []int{128, 128 + 64 + 128, 2*(128+64) + 128}[r.Turn-1]
 		if r.RequestedInputTokens != want || math.Abs(float64(r.PromptTokens-want)) > 0.02*float64(want) {
 			t.Errorf("conversation %d turn %d: asked %d, server counted %d; want %d ± 2 %%", r.Conversation, r.Turn, r.RequestedInputTokens, r.PromptTokens, want)
 		}

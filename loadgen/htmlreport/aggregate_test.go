@@ -38,3 +38,25 @@ func TestAggregateRowsLabelled(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensColumns: the summary table shows each run's p50 lengths asked
+// for against the server's, the calibration is in the metadata and a
+// difference above 5 % is a warning.
+func TestTokensColumns(t *testing.T) {
+	r := report.Run{Name: "concurrency=1", Level: 1, Settings: report.Settings{Mode: "closed", Concurrency: 1}, Summary: report.Summary{RequestsCompleted: 3,
+		InputTokens: report.Dist{Count: 3, Mean: 118, P50: 117}, InputTokensRequested: &report.Dist{Count: 3, Mean: 32, P50: 32},
+		OutputTokens: report.Dist{Count: 3, Mean: 128, P50: 128}, OutputTokensRequested: &report.Dist{Count: 3, Mean: 128, P50: 128}}}
+	var b bytes.Buffer
+	if err := Render(&b, &report.Document{Metadata: report.Metadata{Model: "m", TokenCalibration: &report.TokenCalibration{Method: "tokenize", TokensPerWord: 1, OverheadTokens: 21,
+		Probes: make([]report.TokenProbe, 6)}}, Runs: []report.Run{r}}); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, want := range []string{"Input tokens p50 (asked → server)", "<td class=\"n\">32 → 117</td>", "<td class=\"n\">128 → 128</td>",
+		"tokenize: 1.000 tokens per word &#43; 21.0 tokens per request (6 probes, not measured)",
+		"concurrency=1: input tokens: the server counted mean 118.0 where 32.0 was asked for"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
