@@ -43,6 +43,7 @@ type loadFlags struct {
 	shard          string
 
 	inputTokens, outputTokens, dataset string
+	calibrate                          string
 	maxTokens                          int
 	ignoreEOS                          bool
 	seed                               int64
@@ -93,6 +94,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.").Default("0s").DurationVar(&f.rampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
+	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run: tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
 	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.outputTokens)
 	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}) or a ShareGPT JSON file instead of synthetic ones.").StringVar(&f.dataset)
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
@@ -196,7 +198,7 @@ func (f *loadFlags) apiKey() (string, error) {
 // options are the campaign's options from the flags; the errors are the
 // flags' (the campaign checks the rest).
 func (f *loadFlags) options() (campaign.Options, error) {
-	o := campaign.Options{Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
+	o := campaign.Options{Calibrate: f.calibrate, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
 		KeepRecords: f.saveRequests != "", Prices: cost.Prices{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 	var (
 		shard   schedule.Shard // zero: not sharded

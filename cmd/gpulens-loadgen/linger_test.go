@@ -191,6 +191,11 @@ func startSim(t *testing.T) string {
 // handler, to serve over plain HTTP or TLS.
 func simHandler(t *testing.T, cfg simserver.Config) http.Handler {
 	t.Helper()
+	// The tests that assert round prompt counts use one token per word;
+	// tokens_test.go names the sub-word tokenizer.
+	if cfg.Tokenizer == "" {
+		cfg.Tokenizer = simserver.TokenizerWords
+	}
 	sim, err := simserver.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

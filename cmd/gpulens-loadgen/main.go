@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -35,11 +36,17 @@ const (
 	// exitInterrupted: run or sweep was interrupted (SIGINT, SIGTERM); the
 	// reports cover what was measured until then.
 	exitInterrupted = 4
+	// exitSignalBase: a second SIGINT or SIGTERM, while the first one's
+	// graceful stop was under way, ends the process at once with
+	// exitSignalBase + the signal's number (130, 143), as a shell reports
+	// a process a signal ended.
+	exitSignalBase = 128
 )
 
 const exitStatusHelp = "Exit status: 0 success; 1 the command failed (e.g. an output could not be written); " +
 	"2 bad command line or input, rejected before any request was sent; " +
-	"3 run/sweep: every measured request failed; 4 run/sweep: interrupted (Ctrl-C, SIGTERM), the reports cover what was measured."
+	"3 run/sweep: every measured request failed; 4 run/sweep: interrupted (Ctrl-C, SIGTERM), the reports cover what was measured; " +
+	"130 or 143: a second Ctrl-C or SIGTERM ended the graceful stop at once."
 
 // command is one kingpin subcommand and the function that runs it once its
 // flags are parsed. ctx is cancelled on SIGINT/SIGTERM. status, when set,
@@ -86,7 +93,7 @@ func runMain(args []string) int {
 	}
 	logger := promslog.New(promslogConfig)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal(context.Background(), logger, func(code int) { os.Exit(code) })
 	defer stop()
 	for _, c := range commands {
 		if c.clause.FullCommand() == selected {
@@ -111,4 +118,46 @@ func exitStatus(c command, err error, logger *slog.Logger) int {
 		return c.status()
 	}
 	return exitOK
+}
+
+// stopOnSignal returns a context cancelled by the first SIGINT or SIGTERM
+// (the graceful stop: an interrupted run writes what it measured); a second
+// one calls exit with exitSignalBase + its number at once, whatever the
+// command is blocked on. stop ends the handling.
+func stopOnSignal(parent context.Context, logger *slog.Logger, exit func(code int)) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		first := true
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if first {
+					first = false
+					logger.Warn("stopping: writing what was measured; send the signal again to exit at once", "signal", sig.String())
+					cancel()
+					continue
+				}
+				code := exitSignalBase + 2
+				if s, ok := sig.(syscall.Signal); ok {
+					code = exitSignalBase + int(s)
+				}
+				logger.Error("second signal: exiting at once, reports not written", "signal", sig.String(), "exit_status", code)
+				exit(code)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel()
+		})
+	}
 }

@@ -30,6 +30,7 @@ var loadFlagNames = map[option.Name]string{
 	"MaxTokens":      "--max-tokens",
 	"PromptNonce":    "--prompt-nonce",
 	"Prompts":        "--prompts",
+	"Calibrate":      "--input-tokens.calibrate",
 	// Per-run GPU side (evalflags.go).
 	"ExporterURL":      "--exporter.url",
 	"ExporterInterval": "--exporter.poll-interval",
@@ -70,6 +71,7 @@ var simFlagNames = map[option.Name]string{
 	// The prefix cache (loadgen/simserver/prefixcache.go).
 	"PrefixCacheTokens": "--sim.prefix-cache-tokens",
 	"PrefixBlockTokens": "--sim.prefix-block-tokens",
+	"Tokenizer":         "--sim.tokenizer",
 }
 
 // flagged returns err with the options it names spelled as flags.

@@ -93,7 +93,7 @@ func parseRun(t *testing.T, cmd func(*kingpin.Application) command, target strin
 	app := kingpin.New("t", "")
 	c := cmd(app)
 	base := []string{"--web.listen-address=127.0.0.1:0", "--target", target, "--model", "m", "--no-progress",
-		"--input-tokens", "fixed:6", "--output-tokens", "fixed:4"}
+		"--input-tokens", "fixed:6", "--output-tokens", "fixed:4", "--input-tokens.calibrate=off"}
 	if _, err := app.Parse(append(args, base...)); err != nil {
 		t.Fatal(err)
 	}

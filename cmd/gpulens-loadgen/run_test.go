@@ -38,7 +38,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 	out := filepath.Join(dir, "r.json")
 	app := kingpin.New("t", "")
 	c := runCommand(app)
-	_, err := app.Parse([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", srv.URL + "/v1", "--model", "m",
+	_, err := app.Parse([]string{"run", "--web.listen-address=127.0.0.1:0", "--target", srv.URL + "/v1", "--model", "m", "--input-tokens.calibrate=off",
 		"--concurrency", "2", "--duration", "1m", "--output", out, "--csv", filepath.Join(dir, "r.csv"),
 		"--save-requests", filepath.Join(dir, "r.jsonl"), "--cost.gpu-hourly-usd", "0.6", "--seed", "5"})
 	if err != nil {

@@ -59,6 +59,7 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.stall-duration", "Duration of a stall.").Default(d.StallDuration.String()).DurationVar(&c.StallDuration)
 	cmd.Flag("sim.prefix-cache-tokens", "Prefix cache size in tokens: a prompt that starts like a recent one prefills only the rest (0: no prefix cache).").Default(fmt.Sprint(d.PrefixCacheTokens)).IntVar(&c.PrefixCacheTokens)
 	cmd.Flag("sim.prefix-block-tokens", "Block size of the prefix cache in tokens: prefixes are cached and matched in whole blocks.").Default(fmt.Sprint(d.PrefixBlockTokens)).IntVar(&c.PrefixBlockTokens)
+	cmd.Flag("sim.tokenizer", "How the simulated server counts prompt tokens: subword (a sub-word tokenizer, about 1.3 tokens per English word, plus a Llama-3-like chat template: 1 + 5 per message + 4 tokens; vLLM's POST /tokenize answers with the same count) or words (one token per word, no template).").Default(simserver.TokenizerSubword).EnumVar(&c.Tokenizer, simserver.TokenizerSubword, simserver.TokenizerWords)
 	g := &f.gpu
 	cmd.Flag("sim.gpu.exporter-url", "Tie the simulated GPU's speed to a GPU a gpulens exporter reports (its /metrics URL): every step takes 1 + the SM utilisation of the GPU's other processes times as long, so a neighbour joining shows as contention on the exporter and as latency here. Empty: alone on the GPU.").PlaceHolder("URL").StringVar(&g.ExporterURL)
 	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID.").Default("0").StringVar(&g.GPU)

@@ -44,7 +44,8 @@ func TestSimGPUTieErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--sim.gpu.exporter-url=exporter:9842"}, `invalid GPU tie: --sim.gpu.exporter-url must be an http(s) URL, got "exporter:9842"`},
+		{[]string{"--sim.gpu.exporter-url=exporter:9842"}, `invalid GPU tie: --sim.gpu.exporter-url must be an http(s) URL, got "exporter:9842": scheme "exporter": must be http:// or https://`},
+		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:99999/metrics"}, `invalid GPU tie: --sim.gpu.exporter-url must be an http(s) URL, got "http://127.0.0.1:99999/metrics": port 99999 out of range 1-65535`},
 		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:1/metrics", "--sim.gpu.poll-interval=1ms", "--sim.gpu="},
 			"invalid GPU tie: --sim.gpu must name the GPU: its index or UUID\n--sim.gpu.poll-interval must be at least 100ms, got 1ms"},
 	} {

@@ -104,6 +104,11 @@ type Options struct {
 	// ServerMetrics, when set, scrapes the server's own /metrics during
 	// every run into Run.ServerMetrics (loadgen/servermetrics).
 	ServerMetrics *servermetrics.Config
+
+	// Calibrate is how the synthetic prompts are fitted to the server's
+	// token counts before the first run (calibrate.go): CalibrateAuto
+	// (empty), CalibrateTokenize, CalibrateUsage or CalibrateOff.
+	Calibrate string
 }
 
 // Observer watches a campaign live (live metrics, a progress line): every
@@ -170,6 +175,9 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := prepareWorkloads(&o, p.Mode); err != nil {
 		return nil, err
 	}
+	if err := validateCalibrate(o.Calibrate); err != nil {
+		return nil, err
+	}
 	if o.Run.GracePeriod == 0 {
 		o.Run.GracePeriod = runner.DefaultGracePeriod
 	}
@@ -234,6 +242,17 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		c.poller = poller
 		defer func() { c.poller = nil }()
 		go poller.Run(pctx)
+	}
+	if c.calibrates() {
+		cal, err := c.calibrate(ctx)
+		if err != nil { // interrupted: no run starts
+			meta.Interrupted = true
+		} else {
+			meta.TokenCalibration = cal
+		}
+		if cal != nil && cal.Error != "" {
+			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, prompts have one word per token asked for: "+cal.Error)
+		}
 	}
 	best := -1.0 // the best goodput of a saturation search so far
 levels:

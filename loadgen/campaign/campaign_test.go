@@ -70,9 +70,11 @@ func options(t *testing.T, srv http.Handler) Options {
 		Client:   client.Config{BaseURL: strings.Replace(hs.URL, "http://", "http://user:secret@", 1) + "/v1", Endpoint: client.EndpointChat, Model: "m", Timeout: time.Minute},
 		Workload: workload.Config{Seed: 5, Input: in, Output: out},
 		Prompts:  report.PromptsDistinct,
-		Run:      runner.Config{Requests: 3},
-		Prices:   cost.Prices{GPUHourlyUSD: 1, GPUs: 1},
-		Scenario: "test",
+		// The test servers count no tokens: calibrate_test.go calibrates.
+		Calibrate: CalibrateOff,
+		Run:       runner.Config{Requests: 3},
+		Prices:    cost.Prices{GPUHourlyUSD: 1, GPUs: 1},
+		Scenario:  "test",
 	}
 }
 

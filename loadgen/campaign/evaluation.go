@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/stats"
+	"github.com/gpulens/gpulens/loadgen/weburl"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
@@ -29,8 +29,8 @@ const minExporterInterval = 100 * time.Millisecond
 // validateEvaluation checks the evaluation options.
 func validateEvaluation(o *Options) error {
 	if o.ExporterURL != "" {
-		if u, err := url.Parse(o.ExporterURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return option.Errorf("%s %q: must be an http:// or https:// URL", option.Name("ExporterURL"), o.ExporterURL)
+		if _, err := weburl.Check(o.ExporterURL); err != nil {
+			return option.Errorf("%s %q: must be an http:// or https:// URL: %v", option.Name("ExporterURL"), o.ExporterURL, err)
 		}
 	}
 	if o.ExporterInterval != 0 && o.ExporterInterval < minExporterInterval {

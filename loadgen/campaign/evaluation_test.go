@@ -67,8 +67,8 @@ gpulens_gpu_energy_joules_total{gpu="1",uuid="GPU-1111"} %g
 // TestGPUPerRun: every run gets the GPU side of its own window (the
 // scrapes at its start and end), of GPU 0 only; tokens per joule and
 // energy per request come from its summary; the aggregate of a level
-// sums energy, keeps the peak and averages the per-work figures, with
-// their spread across repeats in Summary.Stats.
+// is the mean of its repeats in every figure, with their spread across
+// repeats in Summary.Stats.
 func TestGPUPerRun(t *testing.T) {
 	// Each run: 3 requests × 4 output tokens (the test server). GPU 0's
 	// energy rises 24, 48, 12 and 6 J in the four runs; GPU 1 (not
@@ -90,9 +90,10 @@ func TestGPUPerRun(t *testing.T) {
 		"concurrency=1 repeat=2": {12e9, 48, 0.25, 16},
 		"concurrency=2 repeat=1": {21e9, 12, 1, 4},
 		"concurrency=2 repeat=2": {25e9, 6, 2, 2},
-		// Peak: the largest; energy: summed; per work: the mean.
-		"concurrency=1 (mean of 2)": {12e9, 72, 0.375, 12},
-		"concurrency=2 (mean of 2)": {25e9, 18, 1.5, 3},
+		// Every figure the mean of the repeats' (issue 23: the energy
+		// was their sum under a "mean of 2" label).
+		"concurrency=1 (mean of 2)": {11.5e9, 36, 0.375, 12},
+		"concurrency=2 (mean of 2)": {23e9, 9, 1.5, 3},
 	}
 	if len(res.Document.Runs) != len(wants) {
 		t.Fatalf("%d runs", len(res.Document.Runs))

@@ -27,6 +27,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
+	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // Endpoints.
@@ -73,8 +74,12 @@ type Request struct {
 	Index       int
 	Prompt      string
 	InputTokens int // estimated prompt length in tokens
-	MaxTokens   int
-	IgnoreEOS   bool
+	// TargetInputTokens is the prompt length asked for, in the server's
+	// tokens (0: none asked, e.g. a dataset's prompt): the record's
+	// RequestedInputTokens.
+	TargetInputTokens int
+	MaxTokens         int
+	IgnoreEOS         bool
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -177,8 +182,8 @@ type streamState struct {
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1", option.Name("BaseURL"), cfg.BaseURL)
+	if _, err := weburl.Check(base); err != nil {
+		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1: %v", option.Name("BaseURL"), cfg.BaseURL, err)
 	}
 	var path string
 	switch cfg.Endpoint {
@@ -489,6 +494,7 @@ func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
 	if res.PromptTokens == 0 {
 		res.PromptTokens = r.InputTokens // the server did not say: our estimate
 	}
+	res.RequestedInputTokens, res.RequestedOutputTokens = r.TargetInputTokens, r.MaxTokens
 	if res.OK() {
 		// Drain so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(rbody, 64<<10))

@@ -135,6 +135,10 @@ type ReportInfo struct {
 	Repeats      int     `json:"repeats"`
 	GPUHourlyUSD float64 `json:"gpu_hourly_usd,omitempty"`
 	GPUs         int     `json:"gpus,omitempty"`
+	// Tokens are the prompt and output lengths of each level (its
+	// aggregate, or its single run): asked for against the server's
+	// counts, when the report asked for lengths.
+	Tokens []report.TokenRow `json:"tokens,omitempty"`
 }
 
 // Pair compares report B with the baseline A.
@@ -340,6 +344,17 @@ func Compare(inputs []Input) (*Result, error) {
 	if !goodput {
 		res.Notes = append(res.Notes, "no report sets an SLO: goodput equals throughput and is not compared")
 	}
+	// A report whose server counted other lengths than it asked for
+	// measured another workload than its settings say.
+	for _, ri := range res.Reports {
+		for i := range ri.Tokens {
+			t := &ri.Tokens[i]
+			s := report.Summary{InputTokensRequested: t.InputRequested, InputTokens: t.Input, OutputTokensRequested: t.OutputRequested, OutputTokens: t.Output}
+			for _, msg := range report.TokenDeviations(&s) {
+				res.Warnings = append(res.Warnings, ri.Name+" "+t.Run+": "+msg)
+			}
+		}
+	}
 	for _, other := range sides[1:] {
 		res.Warnings = append(res.Warnings, configWarnings(base, other, &res.Notes)...)
 		p, err := comparePair(base, other, goodput, &res.Notes)
@@ -452,6 +467,18 @@ func info(s *side) ReportInfo {
 		ri.Host = mf.Host.Hostname
 		if mf.Host.CPUs > 0 {
 			ri.Host = strings.TrimPrefix(fmt.Sprintf("%s %s/%s, %d CPUs", ri.Host, mf.Host.OS, mf.Host.Arch, mf.Host.CPUs), " ")
+		}
+	}
+	if report.HasTokenRequests(s.in.Doc) {
+		for _, lv := range s.order {
+			l := s.levels[lv]
+			r := l.agg
+			if r == nil && len(l.reps) > 0 {
+				r = &l.reps[0]
+			}
+			if r != nil {
+				ri.Tokens = append(ri.Tokens, report.Tokens(r))
+			}
 		}
 	}
 	return ri

@@ -26,6 +26,7 @@ func (r *Result) WriteText(w io.Writer) error {
 			dash(ri.ServerVersion), dash(short(ri.SettingsHash)), len(ri.Levels), ri.Repeats, price)
 	}
 	tw.Flush()
+	writeTokens(ew, r.Reports)
 	for _, x := range r.Warnings {
 		fmt.Fprintln(ew, "WARNING:", x)
 	}
@@ -51,6 +52,29 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "\nA better: %d, B better: %d, within the noise: %d, no repeats: %d (metric × level)\n", a, b, noise, unknown)
 	}
 	return ew.err
+}
+
+// writeTokens prints the reports' lengths per level, asked for and as the
+// server counted them, when any report asked for lengths.
+func writeTokens(w io.Writer, reports []ReportInfo) {
+	has := false
+	for _, ri := range reports {
+		has = has || len(ri.Tokens) > 0
+	}
+	if !has {
+		return
+	}
+	fmt.Fprintln(w, "\ntokens per request, mean/p50/p99 (asked for, and as the server counted them):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "report\trun\tinput asked\tinput server\toutput asked\toutput server")
+	for _, ri := range reports {
+		for i := range ri.Tokens {
+			t := &ri.Tokens[i]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ri.Name, t.Run, report.FormatTokens(t.InputRequested), report.FormatTokens(&t.Input),
+				report.FormatTokens(t.OutputRequested), report.FormatTokens(&t.Output))
+		}
+	}
+	tw.Flush()
 }
 
 // Tally counts the pair's verdicts: A better, B better, within the noise

@@ -32,7 +32,24 @@ const (
 	metricUtil   = "gpulens_gpu_utilization_ratio"
 	metricPower  = "gpulens_gpu_power_watts"
 	metricEnergy = "gpulens_gpu_energy_joules_total"
+	// metricStamp is when the exporter read the GPU: the time its other
+	// readings are valid at (they are up to one sampler interval old when
+	// scraped).
+	metricStamp = "gpulens_sampler_last_success_timestamp_seconds"
 )
+
+// maxStampSkew bounds how far a gpuReading's time may lie after the scrape
+// that returned it (clocks of two machines); beyond it, or older than
+// maxStampAge, the scrape's own time is used.
+const (
+	maxStampSkew = time.Second
+	maxStampAge  = 5 * time.Minute
+)
+
+// ShortRunRatio: a run whose energy is more than this share extrapolated
+// from power (not between two readings of the energy counter) is flagged
+// as too short for a trustworthy energy figure (report.RunGPU.Warning).
+const ShortRunRatio = 0.5
 
 // DefaultInterval is Config.Interval when it is zero.
 const DefaultInterval = 2 * time.Second
@@ -145,6 +162,8 @@ type gpuSample struct {
 	gpu, uuid, name                string
 	mem, util, power, energy       float64
 	hasMem, hasUtil, hasPow, hasEn bool
+	stamp                          float64 // Unix seconds the exporter read the GPU
+	hasStamp                       bool
 }
 
 // sample is one scrape: the GPUs serving, in exporter order.
@@ -221,7 +240,7 @@ func (p *Poller) sample(fams map[string]*dto.MetricFamily) sample {
 		}
 		return &s.gpus[i]
 	}
-	for _, name := range []string{metricInfo, metricMemory, metricUtil, metricPower, metricEnergy} {
+	for _, name := range []string{metricInfo, metricMemory, metricUtil, metricPower, metricEnergy, metricStamp} {
 		f := fams[name]
 		if f == nil {
 			continue
@@ -233,7 +252,7 @@ func (p *Poller) sample(fams map[string]*dto.MetricFamily) sample {
 			}
 			g, v := get(l), value(m)
 			if name != metricInfo && (math.IsNaN(v) || math.IsInf(v, 0)) {
-				continue // no reading: JSON cannot carry it
+				continue // no gpuReading: JSON cannot carry it
 			}
 			switch name {
 			case metricInfo:
@@ -246,6 +265,8 @@ func (p *Poller) sample(fams map[string]*dto.MetricFamily) sample {
 				g.power, g.hasPow = v, true
 			case metricEnergy:
 				g.energy, g.hasEn = v, true
+			case metricStamp:
+				g.stamp, g.hasStamp = v, v > 0
 			}
 		}
 	}
@@ -280,9 +301,10 @@ func (p *Poller) Info() *report.GPUInfo {
 // Window collects the samples of one run: every successful scrape from
 // Begin to End (Restart drops those before it).
 type Window struct {
-	p       *Poller
-	samples []sample // guarded by p.mu
-	err     string   // the last failed scrape's error; guarded by p.mu
+	p          *Poller
+	samples    []sample  // guarded by p.mu
+	err        string    // the last failed scrape's error; guarded by p.mu
+	start, end time.Time // the run's edges: the first and last scrapes' times
 }
 
 // Begin opens a window and polls once: its first sample.
@@ -294,7 +316,20 @@ func (p *Poller) Begin(ctx context.Context) *Window {
 	if err := p.Poll(ctx); err != nil {
 		p.log.Warn("polling gpulens exporter", "url", p.cfg.URL, "err", err)
 	}
+	w.markStart()
 	return w
+}
+
+// markStart sets the window's start: its first scrape's time (the run
+// starts right after it), or now without one.
+func (w *Window) markStart() {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	if len(w.samples) > 0 {
+		w.start = w.samples[0].at
+	} else {
+		w.start = w.p.now()
+	}
 }
 
 // Restart drops what the window collected so far and polls once: the
@@ -306,6 +341,7 @@ func (w *Window) Restart(ctx context.Context) {
 	if err := w.p.Poll(ctx); err != nil {
 		w.p.log.Warn("polling gpulens exporter", "url", w.p.cfg.URL, "err", err)
 	}
+	w.markStart()
 }
 
 // End polls once more, closes the window and summarises it (see
@@ -319,7 +355,13 @@ func (w *Window) End(ctx context.Context) *report.RunGPU {
 	delete(w.p.windows, w)
 	samples, errText := w.samples, w.err
 	w.p.mu.Unlock()
-	g := summarize(samples)
+	end := w.start
+	if n := len(samples); n > 0 && samples[n-1].at.After(w.start) {
+		end = samples[n-1].at
+	} else if n == 0 {
+		end = w.p.now()
+	}
+	g := summarize(samples, w.start, end)
 	if errText != "" {
 		g.Error = errText
 	}
@@ -329,33 +371,63 @@ func (w *Window) End(ctx context.Context) *report.RunGPU {
 // errNoSample is the window's error when no scrape succeeded.
 var errNoSample = errors.New("no successful scrape of the exporter during the run")
 
-// summarize is the GPU side of a window's samples, in time order. Per
-// GPU: the peak of its memory used, the mean of its utilisation and power
-// over the samples that carried them, and its energy: the increase of
-// its energy counter from the first sample to the last (a counter that
-// went down was reset: its new value counts, as Prometheus's increase()
-// does), or, with fewer than two counter readings, its mean power × the
-// window's span (EnergyFromPower). Summed: the peak over the samples of
-// the memory used by all the GPUs, the mean of the summed power, the
-// mean utilisation over GPUs and samples, the energies added.
-func summarize(samples []sample) *report.RunGPU {
+// gpuReading is one GPU's readings from one exporter cycle, at the time the
+// exporter made them.
+type gpuReading struct {
+	t   float64 // Unix seconds
+	gs  gpuSample
+	raw time.Time // the scrape that returned it
+}
+
+// readingTime is when the exporter read the GPU: its sampler's stamp when
+// the exporter gives one (and it is plausible), else the scrape's time.
+func readingTime(gs gpuSample, at time.Time) float64 {
+	t := float64(at.UnixNano()) / 1e9
+	if gs.hasStamp && gs.stamp <= t+maxStampSkew.Seconds() && gs.stamp >= t-maxStampAge.Seconds() {
+		return gs.stamp
+	}
+	return t
+}
+
+// summarize is the GPU side of a window's samples, in time order, for the
+// run from start to end. Every GPU's readings are placed at the time the
+// exporter made them (gpulens_sampler_last_success_timestamp_seconds, up
+// to one sampler interval before the scrape), the same gpuReading scraped
+// twice counting once.
+//
+// Energy, per GPU: the energy counter at the run's end minus at its start,
+// each interpolated linearly between the two readings around it, or
+// extrapolated from the nearest gpuReading with its power draw where no
+// gpuReading lies beyond it; so the energy covers exactly the run, whatever
+// its length against the poll and sampler intervals. A counter that went
+// down was reset: the increases are added as Prometheus's increase() does,
+// from the first gpuReading to the last. Without an energy counter: mean
+// power × the run's length (EnergyFromPower). EnergyExtrapolatedRatio is
+// the share of the run's energy not between two counter readings; above
+// ShortRunRatio the run is too short for a trustworthy figure (Warning).
+//
+// Memory, utilisation and power: over the readings made during the run
+// (from start to end), or the last one made before its end when none was.
+// Summed: the peak over those readings of the memory used by all the GPUs,
+// the mean of the summed power, the mean utilisation over GPUs and
+// readings, the energies added.
+func summarize(samples []sample, start, end time.Time) *report.RunGPU {
 	g := &report.RunGPU{Samples: len(samples), GPUs: []report.RunGPUDevice{}}
 	if len(samples) == 0 {
 		g.Error = errNoSample.Error()
 		return g
 	}
+	t0, t1 := float64(start.UnixNano())/1e9, float64(end.UnixNano())/1e9
+	if t1 < t0 {
+		t1 = t0
+	}
 	type acc struct {
-		dev              report.RunGPUDevice
-		utilSum, powSum  float64
-		utilN, powN, enN int
-		lastEn, increase float64
+		dev      report.RunGPUDevice
+		readings []gpuReading
 	}
 	var accs []*acc
 	at := map[[2]string]*acc{}
-	var utilSum, powSum float64
-	var utilN, powN int
 	for _, s := range samples {
-		mem, pow, anyMem, anyPow := 0.0, 0.0, false, false
 		for _, gs := range s.gpus {
 			k := [2]string{gs.gpu, gs.uuid}
 			a := at[k]
@@ -367,59 +439,90 @@ func summarize(samples []sample) *report.RunGPU {
 			if gs.name != "" {
 				a.dev.Name = gs.name
 			}
-			if gs.hasMem {
-				a.dev.PeakMemoryUsedBytes = max(a.dev.PeakMemoryUsedBytes, gs.mem)
-				mem += gs.mem
-				anyMem = true
+			r := gpuReading{t: readingTime(gs, s.at), gs: gs, raw: s.at}
+			if n := len(a.readings); n > 0 && gs.hasStamp && a.readings[n-1].gs.hasStamp && a.readings[n-1].t == r.t {
+				continue // the same exporter cycle scraped again
 			}
-			if gs.hasUtil {
-				a.utilSum += gs.util
-				a.utilN++
-				utilSum += gs.util
-				utilN++
-			}
-			if gs.hasPow {
-				a.powSum += gs.power
-				a.powN++
-				pow += gs.power
-				anyPow = true
-			}
-			if gs.hasEn {
-				if a.enN > 0 {
-					if gs.energy >= a.lastEn {
-						a.increase += gs.energy - a.lastEn
-					} else {
-						a.increase += gs.energy // reset
-					}
-				}
-				a.lastEn = gs.energy
-				a.enN++
-			}
-		}
-		if anyMem {
-			g.PeakMemoryUsedBytes = max(g.PeakMemoryUsedBytes, mem)
-		}
-		if anyPow {
-			powSum += pow
-			powN++
+			a.readings = append(a.readings, r)
 		}
 	}
-	span := samples[len(samples)-1].at.Sub(samples[0].at).Seconds()
+	// inRun: the readings of each GPU that describe the run.
+	inRun := func(rs []gpuReading) []gpuReading {
+		var out []gpuReading
+		for _, r := range rs {
+			if r.t >= t0 && r.t <= t1 {
+				out = append(out, r)
+			}
+		}
+		if len(out) == 0 {
+			for i := len(rs) - 1; i >= 0; i-- {
+				if rs[i].t <= t1 {
+					return rs[i : i+1]
+				}
+			}
+			return rs[:1]
+		}
+		return out
+	}
+	// The sums over GPUs, per scrape of the readings in the run.
+	type sums struct{ mem, pow float64 }
+	byScrape := map[time.Time]*sums{}
+	var scrapes []time.Time
+	var utilSum, powSum float64
+	var utilN, powN int
+	extrapolated, total := 0.0, 0.0
 	for _, a := range accs {
-		if a.utilN > 0 {
-			a.dev.MeanUtilizationRatio = a.utilSum / float64(a.utilN)
+		var aUtil, aPow float64
+		var aUtilN, aPowN int
+		for _, r := range inRun(a.readings) {
+			sm := byScrape[r.raw]
+			if sm == nil {
+				sm = &sums{mem: -1, pow: -1}
+				byScrape[r.raw] = sm
+				scrapes = append(scrapes, r.raw)
+			}
+			if r.gs.hasMem {
+				a.dev.PeakMemoryUsedBytes = max(a.dev.PeakMemoryUsedBytes, r.gs.mem)
+				sm.mem = max(sm.mem, 0) + r.gs.mem
+			}
+			if r.gs.hasUtil {
+				aUtil += r.gs.util
+				aUtilN++
+				utilSum += r.gs.util
+				utilN++
+			}
+			if r.gs.hasPow {
+				aPow += r.gs.power
+				aPowN++
+				sm.pow = max(sm.pow, 0) + r.gs.power
+			}
 		}
-		if a.powN > 0 {
-			a.dev.MeanPowerWatts = a.powSum / float64(a.powN)
+		if aUtilN > 0 {
+			a.dev.MeanUtilizationRatio = aUtil / float64(aUtilN)
 		}
-		if a.enN >= 2 {
-			a.dev.EnergyJoules = a.increase
-		} else {
-			a.dev.EnergyJoules = a.dev.MeanPowerWatts * span
+		if aPowN > 0 {
+			a.dev.MeanPowerWatts = aPow / float64(aPowN)
+		}
+		e, extra, ok := energy(a.readings, t0, t1)
+		if !ok { // no counter: flagged as such, not as extrapolated
+			e, extra = a.dev.MeanPowerWatts*(t1-t0), 0
 			g.EnergyFromPower = true
 		}
-		g.EnergyJoules += a.dev.EnergyJoules
+		a.dev.EnergyJoules = e
+		g.EnergyJoules += e
+		extrapolated += extra
+		total += e
 		g.GPUs = append(g.GPUs, a.dev)
+	}
+	for _, t := range scrapes {
+		sm := byScrape[t]
+		if sm.mem >= 0 {
+			g.PeakMemoryUsedBytes = max(g.PeakMemoryUsedBytes, sm.mem)
+		}
+		if sm.pow >= 0 {
+			powSum += sm.pow
+			powN++
+		}
 	}
 	if utilN > 0 {
 		g.MeanUtilizationRatio = utilSum / float64(utilN)
@@ -430,7 +533,80 @@ func summarize(samples []sample) *report.RunGPU {
 	if len(accs) == 0 {
 		g.EnergyFromPower = false
 	}
+	g.DurationSeconds = t1 - t0
+	if total > 0 {
+		g.EnergyExtrapolatedRatio = min(extrapolated/total, 1)
+	}
+	if g.EnergyExtrapolatedRatio > ShortRunRatio {
+		g.Warning = fmt.Sprintf("run too short for a trustworthy energy figure: %.0f%% of its %.2fs estimated from power, not measured between two readings of the energy counter (make runs longer than the exporter's sampler interval)",
+			g.EnergyExtrapolatedRatio*100, g.DurationSeconds)
+	}
 	return g
+}
+
+// energy is the increase of one GPU's energy counter from t0 to t1 (see
+// summarize) and the part of it extrapolated from power; ok is false
+// without a counter gpuReading.
+func energy(rs []gpuReading, t0, t1 float64) (e, extrapolated float64, ok bool) {
+	var pts []gpuReading
+	for _, r := range rs {
+		if r.gs.hasEn {
+			pts = append(pts, r)
+		}
+	}
+	if len(pts) == 0 {
+		return 0, 0, false
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].gs.energy < pts[i-1].gs.energy { // reset: increase() over the readings
+			for j := 1; j < len(pts); j++ {
+				if d := pts[j].gs.energy - pts[j-1].gs.energy; d >= 0 {
+					e += d
+				} else {
+					e += pts[j].gs.energy
+				}
+			}
+			return e, 0, true
+		}
+	}
+	// at is the counter at t and the joules of it extrapolated.
+	at := func(t float64) (float64, float64) {
+		first, last := pts[0], pts[len(pts)-1]
+		switch {
+		case t <= first.t:
+			if !first.gs.hasPow {
+				return first.gs.energy, 0
+			}
+			d := first.gs.power * (first.t - t)
+			return first.gs.energy - d, d
+		case t >= last.t:
+			if !last.gs.hasPow {
+				return last.gs.energy, 0
+			}
+			d := last.gs.power * (t - last.t)
+			return last.gs.energy + d, d
+		}
+		for i := 1; i < len(pts); i++ {
+			a, b := pts[i-1], pts[i]
+			if t <= b.t {
+				if b.t == a.t {
+					return b.gs.energy, 0
+				}
+				return a.gs.energy + (b.gs.energy-a.gs.energy)*(t-a.t)/(b.t-a.t), 0
+			}
+		}
+		return last.gs.energy, 0
+	}
+	e0, x0 := at(t0)
+	e1, x1 := at(t1)
+	// The run's part outside the readings: before the first gpuReading (the
+	// start's extrapolation counts inside the run only when the first
+	// gpuReading is inside it) and after the last.
+	extra := x1
+	if pts[0].t > t0 {
+		extra += x0
+	}
+	return max(e1-e0, 0), extra, true
 }
 
 func labels(m *dto.Metric) map[string]string {

@@ -33,7 +33,8 @@ var comparePage = template.Must(template.New("compare").Funcs(template.FuncMap{
 		}
 		return s
 	},
-	"usd": func(v float64) string { return compare.FormatValue("USD", v) },
+	"usd":    func(v float64) string { return compare.FormatValue("USD", v) },
+	"tokens": fmtTokens,
 	"levels": func(mode string, ls []float64) string {
 		var s []string
 		for _, l := range ls {

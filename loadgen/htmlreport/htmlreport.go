@@ -26,9 +26,11 @@ var pageTemplate string
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"secs": fmtSeconds,
-	"usd":  fmtUSD,
-	"num":  fmtNum,
-	"pct":  func(v float64) string { return trimFloat(v*100, 3) + " %" },
+	// tokens: a length asked for and the server's count (p50).
+	"tokens": fmtTokens,
+	"usd":    fmtUSD,
+	"num":    fmtNum,
+	"pct":    func(v float64) string { return trimFloat(v*100, 3) + " %" },
 	"bytes": func(v float64) string {
 		return trimFloat(v/(1<<30), 3) + " GiB"
 	},
@@ -61,14 +63,16 @@ var Charts = []string{ChartTTFT, ChartITL, ChartTPOT, ChartE2E, ChartTTFTVsLevel
 type kv struct{ K, V string }
 
 type view struct {
-	Title     string
-	Doc       *report.Document
-	Meta      []kv
-	Settings  []kv
-	Runs      []runRow
-	Charts    []chart
-	Warnings  []string
-	Generated string
+	Title    string
+	Doc      *report.Document
+	Meta     []kv
+	Settings []kv
+	Runs     []runRow
+	Charts   []chart
+	Warnings []string
+	// Aggregates: some rows are the means of a level's repeats.
+	Aggregates bool
+	Generated  string
 }
 
 type runRow struct {
@@ -155,8 +159,24 @@ func build(doc *report.Document) view {
 		}
 		add("GPU exporter error", g.Error)
 	}
+	if c := m.TokenCalibration; c != nil {
+		if c.Error != "" {
+			add("Token calibration", c.Method+" failed: "+c.Error)
+		} else {
+			add("Token calibration", fmt.Sprintf("%s: %.3f tokens per word + %.1f tokens per request (%d probes, not measured)", c.Method, c.TokensPerWord, c.OverheadTokens, len(c.Probes)))
+		}
+	}
 	v.Meta = append(v.Meta, manifestRows(m.Manifest)...) // server, host, labels, settings hash (evaluation.go)
-	v.Warnings = m.Warnings
+	v.Warnings = append([]string(nil), m.Warnings...)
+	for _, r := range doc.Runs {
+		if g := r.GPU; g != nil && g.Warning != "" && !r.Aggregate {
+			v.Warnings = append(v.Warnings, r.Name+": energy: "+g.Warning)
+		}
+		v.Aggregates = v.Aggregates || r.Aggregate
+		for _, msg := range report.TokenDeviations(&r.Summary) {
+			v.Warnings = append(v.Warnings, r.Name+": "+msg)
+		}
+	}
 	if len(doc.Runs) > 0 {
 		v.Settings = settingsRows(doc.Runs[0].Settings)
 		if pts := levels(doc.Runs); len(pts) > 1 {
@@ -273,6 +293,18 @@ func runLabels(runs []report.Run) []string {
 
 // primary returns the runs the per-run charts show: the aggregates when
 // there are repeats, otherwise every run.
+// fmtTokens is a length asked for and the server's count (p50): "256 →
+// 258", the count alone when nothing was asked, "–" without a count.
+func fmtTokens(asked *report.Dist, got report.Dist) string {
+	if got.Count == 0 {
+		return "–"
+	}
+	if asked == nil || asked.Count == 0 {
+		return fmt.Sprintf("%.0f", got.P50)
+	}
+	return fmt.Sprintf("%.0f → %.0f", asked.P50, got.P50)
+}
+
 func primary(runs []report.Run, labels []string) ([]report.Run, []string) {
 	var agg []report.Run
 	var aggLabels []string

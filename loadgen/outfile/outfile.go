@@ -4,7 +4,8 @@
 // file in the same folder, renamed over the path), anything else is
 // written in place — a character device such as /dev/null, a FIFO, or a
 // symlink (/dev/stdout, a link to a report kept elsewhere), which stays a
-// link. Directories, sockets and block devices are refused.
+// link. Directories, sockets and block devices are refused. A FIFO never
+// blocks a write without bound (ReaderWait, StallTimeout).
 //
 // Check tells, before any work is done, whether Write will be able to
 // write a path, so that a run never measures for an hour to lose its
@@ -19,6 +20,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // kind is how Write treats a path.
@@ -120,12 +122,28 @@ func dirError(dir string, err error) error {
 // Write writes what write produces to path: atomically when path is new or
 // a regular file (whose permissions are kept; a new file gets 0644), in
 // place when it is a symlink, a character device or a FIFO.
+//
+// A FIFO (or a link to one) is opened without blocking: when no reader
+// opens it within ReaderWait, or its reader takes nothing for
+// StallTimeout, Write fails.
 func Write(path string, write func(w io.Writer) error) error {
+	return writeFIFOWait(path, write, ReaderWait, StallTimeout)
+}
+
+// writeFIFOWait is Write with the FIFO's reader wait and stall timeout.
+func writeFIFOWait(path string, write func(w io.Writer) error, wait, stall time.Duration) error {
 	k, fi, err := classify(path)
 	if err != nil {
 		return err
 	}
 	if k == inPlace {
+		if t, err := os.Stat(path); err == nil && t.Mode()&fs.ModeNamedPipe != 0 {
+			f, err := openFIFO(path, wait)
+			if err != nil {
+				return err
+			}
+			return finishTo(f, deadlineWriter{f, stall}, write, nil)
+		}
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
 			return err
@@ -151,7 +169,12 @@ func Write(path string, write func(w io.Writer) error) error {
 
 // finish writes through a buffer, closes f and then runs commit.
 func finish(f *os.File, write func(io.Writer) error, commit func() error) error {
-	bw := bufio.NewWriterSize(f, 64<<10)
+	return finishTo(f, f, write, commit)
+}
+
+// finishTo is finish writing through w (f or a wrapper of it).
+func finishTo(f *os.File, w io.Writer, write func(io.Writer) error, commit func() error) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
 	err := write(bw)
 	if err == nil {
 		err = bw.Flush()

@@ -40,6 +40,18 @@ type RunGPU struct {
 	Samples                int     `json:"samples"`
 	// Error is set when the exporter could not be read during the run.
 	Error string `json:"error,omitempty"`
+	// DurationSeconds is the span the energy covers: from the scrape
+	// before the run's first request to the one after its end (absent in
+	// reports before it was recorded).
+	DurationSeconds float64 `json:"duration_seconds,omitempty"`
+	// EnergyExtrapolatedRatio is the share of EnergyJoules estimated from
+	// the power draw beyond the energy counter's readings (the exporter
+	// reads it once per sampler interval) rather than interpolated
+	// between two of them: near 1 for a run shorter than the interval.
+	EnergyExtrapolatedRatio float64 `json:"energy_extrapolated_ratio,omitempty"`
+	// Warning says when the run is too short for a trustworthy energy
+	// figure (EnergyExtrapolatedRatio above one half).
+	Warning string `json:"warning,omitempty"`
 }
 
 // RunGPUDevice is one GPU's share of RunGPU.
@@ -167,20 +179,25 @@ var GPUScalars = []struct {
 }
 
 // AggregateGPU combines the GPU side of the repeats of one level, as
-// loadgen/stats.Aggregate combines their summaries: peaks are the largest
-// of the repeats', energy and samples are summed, the means and the
-// per-work figures (tokens per joule, energy per request) are the mean of
-// the repeats'. Repeats without a GPU side are left out; nil when none has
-// one. Per GPU (matched by GPU index and UUID, in the first repeat's
-// order) the same rules apply. Error is the first repeat's error, named.
+// loadgen/stats.Aggregate combines their summaries: every figure (peak
+// memory, utilisation, power, energy, duration, tokens per joule, energy
+// per request) is the mean of the repeats', so that an aggregate row is
+// one typical repeat; only Samples is the total over the repeats. Repeats
+// without a GPU side are left out; nil when none has one. Per GPU (matched
+// by GPU index and UUID, in the first repeat's order): the mean over the
+// repeats that have that GPU. Error and Warning are the first repeat's,
+// named.
 func AggregateGPU(reps []Run) *RunGPU {
 	var gs []*RunGPU
-	var errs []string
+	var errs, warns []string
 	for i := range reps {
 		if g := reps[i].GPU; g != nil {
 			gs = append(gs, g)
 			if g.Error != "" {
 				errs = append(errs, reps[i].Name+": "+g.Error)
+			}
+			if g.Warning != "" {
+				warns = append(warns, reps[i].Name+": "+g.Warning)
 			}
 		}
 	}
@@ -193,10 +210,12 @@ func AggregateGPU(reps []Run) *RunGPU {
 	at := map[key]int{}
 	count := map[key]int{}
 	for _, g := range gs {
-		agg.PeakMemoryUsedBytes = max(agg.PeakMemoryUsedBytes, g.PeakMemoryUsedBytes)
+		agg.PeakMemoryUsedBytes += g.PeakMemoryUsedBytes / n
 		agg.MeanUtilizationRatio += g.MeanUtilizationRatio / n
 		agg.MeanPowerWatts += g.MeanPowerWatts / n
-		agg.EnergyJoules += g.EnergyJoules
+		agg.EnergyJoules += g.EnergyJoules / n
+		agg.DurationSeconds += g.DurationSeconds / n
+		agg.EnergyExtrapolatedRatio += g.EnergyExtrapolatedRatio / n
 		agg.EnergyFromPower = agg.EnergyFromPower || g.EnergyFromPower
 		agg.OutputTokensPerJoule += g.OutputTokensPerJoule / n
 		agg.EnergyPerRequestJoules += g.EnergyPerRequestJoules / n
@@ -210,7 +229,7 @@ func AggregateGPU(reps []Run) *RunGPU {
 				agg.GPUs = append(agg.GPUs, RunGPUDevice{GPU: d.GPU, UUID: d.UUID, Name: d.Name})
 			}
 			a := &agg.GPUs[i]
-			a.PeakMemoryUsedBytes = max(a.PeakMemoryUsedBytes, d.PeakMemoryUsedBytes)
+			a.PeakMemoryUsedBytes += d.PeakMemoryUsedBytes
 			a.MeanUtilizationRatio += d.MeanUtilizationRatio
 			a.MeanPowerWatts += d.MeanPowerWatts
 			a.EnergyJoules += d.EnergyJoules
@@ -220,11 +239,16 @@ func AggregateGPU(reps []Run) *RunGPU {
 	for i := range agg.GPUs {
 		a := &agg.GPUs[i]
 		c := float64(count[key{a.GPU, a.UUID}])
+		a.PeakMemoryUsedBytes /= c
 		a.MeanUtilizationRatio /= c
 		a.MeanPowerWatts /= c
+		a.EnergyJoules /= c
 	}
 	if len(errs) > 0 {
 		agg.Error = errs[0]
+	}
+	if len(warns) > 0 {
+		agg.Warning = warns[0]
 	}
 	return agg
 }

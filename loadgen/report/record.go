@@ -49,10 +49,17 @@ type Record struct {
 	Conversation int `json:"conversation,omitempty"`
 	Turn         int `json:"turn,omitempty"`
 
-	PromptTokens    int  `json:"prompt_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	TokensEstimated bool `json:"tokens_estimated,omitempty"`
-	UsageMismatch   bool `json:"usage_mismatch,omitempty"`
+	PromptTokens int `json:"prompt_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	// RequestedInputTokens is the prompt length asked for in the server's
+	// tokens (--input-tokens, a trace's, a conversation's history; absent
+	// for a dataset's prompt), RequestedOutputTokens the max_tokens sent:
+	// what Summary's requested distributions compare PromptTokens and
+	// OutputTokens with.
+	RequestedInputTokens  int  `json:"requested_input_tokens,omitempty"`
+	RequestedOutputTokens int  `json:"requested_output_tokens,omitempty"`
+	TokensEstimated       bool `json:"tokens_estimated,omitempty"`
+	UsageMismatch         bool `json:"usage_mismatch,omitempty"`
 	// KernelTimestamps: the token times are the kernel's receive times of
 	// the bytes, not when the load generator's reads returned.
 	KernelTimestamps bool `json:"kernel_timestamps,omitempty"`

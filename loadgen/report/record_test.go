@@ -54,7 +54,7 @@ func TestInterTokenLatencies(t *testing.T) {
 func records() []Record {
 	return []Record{
 		{Run: "rate=2 repeat=1", Level: 2, Repeat: 1, Index: 7, Intended: 10, Sent: 12, FirstByte: 40, FirstToken: 50, End: 90, Status: 200,
-			Model: "m", PromptTokens: 9, OutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
+			Model: "m", PromptTokens: 9, OutputTokens: 3, RequestedInputTokens: 8, RequestedOutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
 			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, Sim: &SimTimestamps{ArrivalUnixNano: 1}},
 		{Index: 8, Intended: 10, Sent: 11, FirstByte: 20, End: 21, Status: 503, ErrorClass: ErrHTTP5xx, Error: "HTTP 503: busy", PromptTokens: 4,
 			Conversation: 2, Turn: 3},
@@ -88,7 +88,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	// The report format: these names, in this order, never renamed.
 	want := "run level repeat index intended_ns sent_ns first_byte_ns first_token_ns end_ns status error_class error model conversation turn " +
-		"prompt_tokens output_tokens tokens_estimated usage_mismatch kernel_timestamps chunk_offsets_ns chunk_tokens"
+		"prompt_tokens output_tokens requested_input_tokens requested_output_tokens tokens_estimated usage_mismatch kernel_timestamps chunk_offsets_ns chunk_tokens"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("JSON names\n got %s\nwant %s", got, want)
 	}

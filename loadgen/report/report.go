@@ -87,7 +87,11 @@ type Metadata struct {
 	// Warnings are problems the reader must know about, e.g. a target rate
 	// that could not be delivered.
 	Warnings []string `json:"warnings,omitempty"`
-	GPU      *GPUInfo `json:"gpu,omitempty"`
+	// TokenCalibration is how the synthetic prompts' words were fitted to
+	// the server's token counts before the first run (absent when not
+	// calibrated: a dataset, --input-tokens.calibrate=off, older reports).
+	TokenCalibration *TokenCalibration `json:"token_calibration,omitempty"`
+	GPU              *GPUInfo          `json:"gpu,omitempty"`
 	// SaturationLevel is, after a saturation search, the highest level
 	// that met the SLOs; SaturationReason says why the search stopped.
 	SaturationLevel  float64 `json:"saturation_level,omitempty"`
@@ -257,6 +261,13 @@ type Summary struct {
 	RequestOutputTokensPerSecond Dist `json:"request_output_tokens_per_second"`
 	InputTokens                  Dist `json:"input_tokens"`
 	OutputTokens                 Dist `json:"output_tokens"`
+	// InputTokensRequested and OutputTokensRequested are the lengths asked
+	// for (Record.RequestedInputTokens, RequestedOutputTokens) of the
+	// completed requests that asked for one, to set against InputTokens
+	// and OutputTokens, the server's counts (TokenDeviations). Absent in
+	// reports before they were recorded, and without such requests.
+	InputTokensRequested  *Dist `json:"input_tokens_requested,omitempty"`
+	OutputTokensRequested *Dist `json:"output_tokens_requested,omitempty"`
 
 	DurationSeconds       float64 `json:"duration_seconds"`
 	InputTokensTotal      int64   `json:"input_tokens_total"`

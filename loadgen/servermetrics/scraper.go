@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // Defaults of Config.
@@ -42,9 +43,8 @@ type Config struct {
 // Validate fills the defaults and checks the configuration; errors name
 // the options.
 func (c *Config) Validate() error {
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return option.Errorf("%s %q: must be an http:// or https:// URL", option.Name("ServerMetricsURL"), c.URL)
+	if _, err := weburl.Check(c.URL); err != nil {
+		return option.Errorf("%s %q: must be an http:// or https:// URL: %v", option.Name("ServerMetricsURL"), c.URL, err)
 	}
 	if c.Interval == 0 {
 		c.Interval = DefaultInterval

@@ -81,6 +81,10 @@ type Config struct {
 	// stream_options.continuous_usage_stats (which a request can also ask
 	// for itself).
 	ContinuousUsage bool
+	// Tokenizer counts prompt tokens: TokenizerSubword (empty: the
+	// default), a sub-word tokenizer with a chat template's tokens, or
+	// TokenizerWords, one token per word and no template.
+	Tokenizer string
 
 	// ErrorRate is the probability that a request fails with HTTP 500.
 	ErrorRate float64
@@ -97,6 +101,7 @@ type Config struct {
 func DefaultConfig() Config {
 	c := Config{
 		Model:            DefaultModel,
+		Tokenizer:        TokenizerSubword,
 		Seed:             1,
 		PrefillPerToken:  100 * time.Microsecond,
 		DecodeBase:       12 * time.Millisecond,
@@ -135,7 +140,13 @@ func (c *Config) Validate() error {
 	if c.PrefixBlockTokens == 0 {
 		c.PrefixBlockTokens = DefaultPrefixBlockTokens
 	}
+	if c.Tokenizer == "" {
+		c.Tokenizer = TokenizerSubword
+	}
 	var errs []error
+	if c.Tokenizer != TokenizerSubword && c.Tokenizer != TokenizerWords {
+		errs = append(errs, option.Errorf("%s %q: must be %s or %s", option.Name("Tokenizer"), c.Tokenizer, TokenizerSubword, TokenizerWords))
+	}
 	nonNeg := func(name option.Name, d time.Duration) {
 		if d < 0 {
 			errs = append(errs, option.Errorf("%s must not be negative, got %s", name, d))

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpulens/gpulens/loadgen/option"
+	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // MaxSlowdown bounds the slowdown factor (SetSlowdown): ten times slower
@@ -81,8 +81,8 @@ type GPUTie struct {
 // options (option.Error).
 func (g *GPUTie) Validate() error {
 	var errs []error
-	if u, err := url.Parse(g.ExporterURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, option.Errorf("%s must be an http(s) URL, got %q", option.Name("ExporterURL"), g.ExporterURL))
+	if _, err := weburl.Check(g.ExporterURL); err != nil {
+		errs = append(errs, option.Errorf("%s must be an http(s) URL, got %q: %v", option.Name("ExporterURL"), g.ExporterURL, err))
 	}
 	if g.GPU == "" {
 		errs = append(errs, option.Errorf("%s must name the GPU: its index or UUID", option.Name("GPU")))

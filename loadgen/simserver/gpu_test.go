@@ -219,7 +219,7 @@ func TestGPUTieValidate(t *testing.T) {
 		mod  func(g *GPUTie)
 		want string
 	}{
-		{func(g *GPUTie) { g.ExporterURL = "127.0.0.1:9842" }, `ExporterURL must be an http(s) URL, got "127.0.0.1:9842"`},
+		{func(g *GPUTie) { g.ExporterURL = "127.0.0.1:9842" }, `ExporterURL must be an http(s) URL, got "127.0.0.1:9842": first path segment in URL cannot contain colon`},
 		{func(g *GPUTie) { g.GPU = "" }, "GPU must name the GPU: its index or UUID"},
 		{func(g *GPUTie) { g.Interval = time.Millisecond }, "Interval must be at least 100ms, got 1ms"},
 		{func(g *GPUTie) { g.StaleAfter = 500 * time.Millisecond }, "StaleAfter (500ms) must be at least Interval (1s)"},

@@ -138,6 +138,12 @@ func (b *blockHasher) word(w []byte) {
 // of an array of strings or of content parts' "text", and each token id
 // of an array of ids (its decimal text).
 func walkWords(raw json.RawMessage, fn func([]byte)) {
+	walkWordsOrIDs(raw, func(w []byte, _ bool) { fn(w) })
+}
+
+// walkWordsOrIDs is walkWords telling a token id (id true) from a word.
+func walkWordsOrIDs(raw json.RawMessage, fn func(w []byte, id bool)) {
+	word := func(w []byte) { fn(w, false) }
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return
@@ -146,7 +152,7 @@ func walkWords(raw json.RawMessage, fn func([]byte)) {
 	case '"':
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			fields([]byte(s), fn)
+			fields([]byte(s), word)
 		}
 	case '[':
 		var items []json.RawMessage
@@ -162,12 +168,12 @@ func walkWords(raw json.RawMessage, fn func([]byte)) {
 					Text string `json:"text"`
 				}
 				if json.Unmarshal(it, &part) == nil {
-					fields([]byte(part.Text), fn)
+					fields([]byte(part.Text), word)
 				}
 			case it[0] == '"' || it[0] == '[':
-				walkWords(it, fn)
+				walkWordsOrIDs(it, fn)
 			default:
-				fn(it) // a token id
+				fn(it, true) // a token id
 			}
 		}
 	}

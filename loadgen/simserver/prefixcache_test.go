@@ -170,6 +170,7 @@ func TestHashBlocksMatchesTheCount(t *testing.T) {
 
 func TestPrefixCacheMetricsOverHTTP(t *testing.T) {
 	cfg := Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, PrefixCacheTokens: 1000, PrefixBlockTokens: 4}
+	wordTokens(&cfg)
 	s, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

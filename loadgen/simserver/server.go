@@ -41,6 +41,7 @@ type Server struct {
 	queued atomic.Int64  // received, not yet admitted
 
 	slowdown slowdown // SetSlowdown
+	tokens   tokenCounter
 
 	inMu  sync.Mutex
 	inbox []*request
@@ -67,6 +68,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg:       cfg,
+		tokens:    newTokenCounter(cfg.Tokenizer),
 		logger:    logger,
 		metrics:   newMetrics(cfg.Model),
 		started:   time.Now(),
@@ -80,6 +82,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("POST /tokenize", s.serveTokenize) // vLLM's (tokenizer.go)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.serveIdentity(mux) // GET /version, /info, /props, /api/version, /api/tags, /get_server_info; POST /api/show
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
@@ -231,8 +234,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 				writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: "+err.Error())
 				return
 			}
-			prompt += countPromptTokens(msg.Content)
+			prompt += s.tokens.content(msg.Content)
 		}
+		prompt += s.tokens.chatOverhead(len(req.Messages))
 	} else {
 		if len(req.Prompt) == 0 || string(req.Prompt) == "null" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt: required")
@@ -242,7 +246,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
 			return
 		}
-		prompt = countPromptTokens(req.Prompt)
+		prompt = s.tokens.content(req.Prompt) + s.tokens.promptOverhead()
 	}
 	maxTokens := s.cfg.MaxOutputTokens
 	for _, p := range []*int{req.MaxTokens, req.MaxCompletionTokens} {

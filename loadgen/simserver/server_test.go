@@ -19,6 +19,7 @@ import (
 // startServer runs a simulator with cfg behind an httptest server on
 // 127.0.0.1 until the test ends.
 func startServer(t testing.TB, cfg Config) (*Server, string) {
+	wordTokens(&cfg)
 	t.Helper()
 	s, err := New(cfg, nil)
 	if err != nil {
@@ -44,6 +45,7 @@ func startServer(t testing.TB, cfg Config) (*Server, string) {
 // request of a batch arrive before the first is scheduled, whatever the
 // speed of the machine.
 func startGatedServer(t testing.TB, cfg Config) (s *Server, url string, run func()) {
+	wordTokens(&cfg)
 	t.Helper()
 	s, err := New(cfg, nil)
 	if err != nil {
@@ -257,3 +259,12 @@ func TestStreamFramingExact(t *testing.T) {
 }
 
 type dto = dto_.MetricFamily
+
+// wordTokens makes the tests that assert round prompt counts (one token
+// per word, no template) use TokenizerWords unless they name a tokenizer;
+// tokenizer_test.go tests the default.
+func wordTokens(cfg *Config) {
+	if cfg.Tokenizer == "" {
+		cfg.Tokenizer = TokenizerWords
+	}
+}

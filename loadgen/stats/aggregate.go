@@ -37,6 +37,38 @@ func Aggregate(reps []report.Run) report.Run {
 		{&s.ScheduleLag, func(x *report.Summary) *report.Dist { return &x.ScheduleLag }},
 		{&s.TTFTFromSend, func(x *report.Summary) *report.Dist { return &x.TTFTFromSend }},
 		{&s.E2EFromSend, func(x *report.Summary) *report.Dist { return &x.E2EFromSend }},
+		{&s.InputTokens, func(x *report.Summary) *report.Dist { return &x.InputTokens }},
+		{&s.OutputTokens, func(x *report.Summary) *report.Dist { return &x.OutputTokens }},
+	}
+	// The lengths asked for: the mean over the repeats that have them.
+	for _, d := range []struct {
+		dst **report.Dist
+		get func(*report.Summary) *report.Dist
+	}{
+		{&s.InputTokensRequested, func(x *report.Summary) *report.Dist { return x.InputTokensRequested }},
+		{&s.OutputTokensRequested, func(x *report.Summary) *report.Dist { return x.OutputTokensRequested }},
+	} {
+		var have []*report.Dist
+		for i := range reps {
+			if v := d.get(&reps[i].Summary); v != nil {
+				have = append(have, v)
+			}
+		}
+		if len(have) == 0 {
+			continue
+		}
+		m, k := &report.Dist{}, float64(len(have))
+		for _, v := range have {
+			m.Count += v.Count
+			m.Mean += v.Mean / k
+			m.Stddev += v.Stddev / k
+			m.P50 += v.P50 / k
+			m.P90 += v.P90 / k
+			m.P95 += v.P95 / k
+			m.P99 += v.P99 / k
+			m.Max = max(m.Max, v.Max)
+		}
+		*d.dst = m
 	}
 	n := float64(len(reps))
 	for _, d := range dists {

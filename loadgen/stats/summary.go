@@ -24,10 +24,10 @@ type SummaryConfig struct {
 func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 	s := report.Summary{Errors: map[string]int{}}
 	var (
-		ttft, itl, tpot, e2e, ttftSend, e2eSend, otps, inTok, outTok, lag []float64
-		lastEnd, firstSent, lastSent                                      time.Duration
-		firstIntended, lastIntended                                       time.Duration
-		busy                                                              time.Duration
+		ttft, itl, tpot, e2e, ttftSend, e2eSend, otps, inTok, outTok, reqIn, reqOut, lag []float64
+		lastEnd, firstSent, lastSent                                                     time.Duration
+		firstIntended, lastIntended                                                      time.Duration
+		busy                                                                             time.Duration
 	)
 	secs := func(d time.Duration) float64 { return d.Seconds() }
 	n := 0 // completed or failed
@@ -75,6 +75,12 @@ func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 		s.OutputTokensTotal += int64(r.OutputTokens)
 		inTok = append(inTok, float64(in))
 		outTok = append(outTok, float64(r.OutputTokens))
+		if r.RequestedInputTokens > 0 {
+			reqIn = append(reqIn, float64(r.RequestedInputTokens))
+		}
+		if r.RequestedOutputTokens > 0 {
+			reqOut = append(reqOut, float64(r.RequestedOutputTokens))
+		}
 		reqE2E := secs(r.End - r.Intended)
 		e2e = append(e2e, reqE2E)
 		e2eSend = append(e2eSend, secs(r.End-r.Sent))
@@ -113,6 +119,14 @@ func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 	s.TTFTFromSend, s.E2EFromSend = Dist(ttftSend), Dist(e2eSend)
 	s.RequestOutputTokensPerSecond = Dist(otps)
 	s.InputTokens, s.OutputTokens = Dist(inTok), Dist(outTok)
+	if len(reqIn) > 0 {
+		d := Dist(reqIn)
+		s.InputTokensRequested = &d
+	}
+	if len(reqOut) > 0 {
+		d := Dist(reqOut)
+		s.OutputTokensRequested = &d
+	}
 	s.ScheduleLag = Dist(lag)
 
 	start := cfg.Warmup

@@ -40,6 +40,9 @@ func writeEvaluation(w io.Writer, d *report.Document) {
 			if g := r.GPU; g != nil && g.Error != "" {
 				fmt.Fprintf(w, "NOTE: %s: GPU exporter: %s\n", r.Name, g.Error)
 			}
+			if g := r.GPU; g != nil && g.Warning != "" && !r.Aggregate {
+				fmt.Fprintf(w, "WARNING: %s: energy: %s\n", r.Name, g.Warning)
+			}
 		}
 	}
 	if m := d.Metadata.Manifest; m != nil && (m.ServerVersion != "" || m.ModelRevision != "" || m.SettingsHash != "") {

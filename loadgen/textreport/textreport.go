@@ -36,6 +36,8 @@ var gpuColumns = []struct {
 	{"gpu.energy_joules", func(g *report.RunGPU) float64 { return g.EnergyJoules }},
 	{"gpu.output_tokens_per_joule", func(g *report.RunGPU) float64 { return g.OutputTokensPerJoule }},
 	{"gpu.energy_per_request_joules", func(g *report.RunGPU) float64 { return g.EnergyPerRequestJoules }},
+	{"gpu.duration_seconds", func(g *report.RunGPU) float64 { return g.DurationSeconds }},
+	{"gpu.energy_extrapolated_ratio", func(g *report.RunGPU) float64 { return g.EnergyExtrapolatedRatio }},
 }
 
 // WriteCSV writes one row per run: name, level, repeat, aggregate, every
@@ -51,6 +53,9 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 		head = append(head, "errors."+c)
 	}
 	for _, c := range gpuColumns {
+		head = append(head, c.name)
+	}
+	for _, c := range tokenColumns {
 		head = append(head, c.name)
 	}
 	if err := cw.Write(head); err != nil {
@@ -72,12 +77,30 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 				row = append(row, ff(c.get(r.GPU)))
 			}
 		}
+		for _, c := range tokenColumns {
+			if v, ok := c.get(&r.Summary); ok {
+				row = append(row, ff(v))
+			} else {
+				row = append(row, "")
+			}
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// aggregates counts the aggregate rows.
+func aggregates(d *report.Document) int {
+	n := 0
+	for _, r := range d.Runs {
+		if r.Aggregate {
+			n++
+		}
+	}
+	return n
 }
 
 func ff(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -93,6 +116,10 @@ func WriteTable(w io.Writer, d *report.Document) {
 			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
 	}
 	tw.Flush()
+	writeTokens(w, d)
+	if n := aggregates(d); n > 0 {
+		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
+	}
 	writeEvaluation(w, d) // GPU side per run, manifest (evaluation.go)
 	for _, wmsg := range d.Metadata.Warnings {
 		fmt.Fprintln(w, "WARNING:", wmsg)

@@ -82,16 +82,20 @@ func (w *Workload) turnRequest(i int) client.Request {
 	}
 	sb.WriteByte('c')
 	sb.WriteString(strconv.Itoa(c))
-	words := 1
+	// The history's lengths are in the server's tokens: after each part,
+	// as many words as make the tokens so far (Config.Tokens).
+	words, tokens := 1, 0
 	var cur turn
 	for j := 0; j <= t; j++ {
 		cur = w.drawTurn(c, j)
-		words = appendWords(&sb, cur.rng, words, words+cur.user-btoi(j == 0))
+		tokens += cur.user
+		words = appendWords(&sb, cur.rng, words, max(words, w.cfg.Tokens.Words(tokens)))
 		if j < t {
-			words = appendWords(&sb, cur.rng, words, words+cur.answer)
+			tokens += cur.answer
+			words = appendWords(&sb, cur.rng, words, max(words, w.cfg.Tokens.Words(tokens)))
 		}
 	}
-	return client.Request{Index: i, Prompt: sb.String(), InputTokens: words, MaxTokens: cur.answer, IgnoreEOS: w.cfg.IgnoreEOS}
+	return client.Request{Index: i, Prompt: sb.String(), InputTokens: tokens, TargetInputTokens: tokens, MaxTokens: cur.answer, IgnoreEOS: w.cfg.IgnoreEOS}
 }
 
 func btoi(b bool) int {

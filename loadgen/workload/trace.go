@@ -432,21 +432,22 @@ func (w *Workload) traceRequest(i int) client.Request {
 		sb.WriteString(w.tag)
 		words = 1
 	}
+	limit := w.cfg.Tokens.Words(tr.InputTokens) // the length in words (Config.Tokens)
 	for _, id := range tr.HashIDs {
-		if words >= tr.InputTokens {
+		if words >= limit {
 			break
 		}
-		words = appendBlock(&sb, w.cfg.Seed, id, words, tr.InputTokens)
+		words = appendBlock(&sb, w.cfg.Seed, id, words, limit)
 	}
 	// What the blocks do not cover (or the whole prompt without blocks):
 	// words of this request alone.
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
-	words = appendWords(&sb, rng, words, tr.InputTokens)
+	appendWords(&sb, rng, words, limit)
 	out := tr.OutputTokens
 	if w.cfg.MaxTokens > 0 {
 		out = min(out, w.cfg.MaxTokens)
 	}
-	return client.Request{Index: i, Prompt: sb.String(), InputTokens: words, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
+	return client.Request{Index: i, Prompt: sb.String(), InputTokens: tr.InputTokens, TargetInputTokens: tr.InputTokens, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
 }
 
 // appendBlock appends the words of Mooncake block id, from the word count

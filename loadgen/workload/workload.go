@@ -278,6 +278,9 @@ type Config struct {
 	// one of Dataset, Trace and Turns > 1 is set (Validate).
 	Trace *Trace
 	Turns int
+	// Tokens converts the lengths asked for, in the server's tokens, to
+	// words of the synthetic prompts (tokens.go); zero: one word each.
+	Tokens Tokens
 }
 
 // maxNonce is the longest nonce accepted.
@@ -334,7 +337,7 @@ func (w *Workload) WithVariant(v string) *Workload {
 	return &c
 }
 
-// tag is 10 lowercase hex digits of a hash of nonce and variant, or "" when
+// tag is 10 decimal digits of a hash of nonce and variant, or "" when
 // both are empty.
 func tag(nonce, variant string) string {
 	if nonce == "" && variant == "" {
@@ -344,15 +347,24 @@ func tag(nonce, variant string) string {
 	h.Write([]byte(nonce))
 	h.Write([]byte{0})
 	h.Write([]byte(variant))
-	return fmt.Sprintf("%010x", h.Sum64()>>24)
+	// Decimal digits: a tokenizer splits a run of digits the same way
+	// whatever they are (Llama 3 and GPT-4 by three, others one by one),
+	// so every run's tag costs the same tokens and the calibration holds
+	// for all of them; hex letters would merge unpredictably.
+	return fmt.Sprintf("%010d", h.Sum64()%10_000_000_000)
 }
 
-var vocabulary = strings.Fields(`the of and to in is was for on that with as by at from it an be this are or which has have had not but were their one all its also more first two new other time can they some after into only most over may such these when many about would there than three than years used between could known where well city part while during world made both under each since including people later same through long life however several game became being
-system number during state found group music based area series second high called team century season university school film history government national small large work family american album end population water early public river back north south following`)
+// vocabulary are the words of synthetic prompts: short, common English
+// words that every widespread sub-word tokenizer (Llama, GPT, Qwen,
+// Mistral) counts as one token each after a space, so that a prompt's
+// length in the server's tokens follows its word count closely, prompt
+// by prompt, and a calibration (Tokens) can size it to within a token
+// or two.
+var vocabulary = strings.Fields(`the of and to in is was for on that with as by at from it an be this are or has have had not but were one all its also more two new can they some into only most over may when many time than used city part made each life game team work area high year same well long both back east west town band song film last best home land`)
 
 // Request returns request i. A synthetic prompt is the request index (led
-// by the tag: "TAG-i") then words drawn with the seed and i, one word per
-// estimated token; a dataset prompt is led by "TAG-i " when there is a tag.
+// by the tag: "TAG-i") then words drawn with the seed and i, as many as
+// make the length drawn in the server's tokens (Config.Tokens); a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
 	switch {
 	case w.cfg.Trace != nil:
@@ -362,7 +374,7 @@ func (w *Workload) Request(i int) client.Request {
 	}
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string
-	var in, out int
+	var in, out, target int // target: the length asked for, in the server's tokens (0: a dataset's prompt)
 	if d := w.cfg.Dataset; d != nil {
 		e := d.Entries[w.perm[i%len(w.perm)]]
 		prompt = e.Prompt
@@ -377,6 +389,8 @@ func (w *Workload) Request(i int) client.Request {
 	} else {
 		in = w.cfg.Input.Sample(rng)
 		out = w.cfg.Output.Sample(rng)
+		target = in
+		nw := w.cfg.Tokens.Words(in)
 		var sb strings.Builder
 		sb.Grow(in * 8)
 		sb.WriteString(w.cfg.PromptPrefix)
@@ -387,7 +401,7 @@ func (w *Workload) Request(i int) client.Request {
 			sb.WriteByte('-')
 		}
 		sb.WriteString(strconv.Itoa(i))
-		for k := 1; k < in; k++ {
+		for k := 1; k < nw; k++ {
 			sb.WriteByte(' ')
 			sb.WriteString(vocabulary[rng.IntN(len(vocabulary))])
 		}
@@ -396,5 +410,5 @@ func (w *Workload) Request(i int) client.Request {
 	if w.cfg.MaxTokens > 0 {
 		out = min(out, w.cfg.MaxTokens)
 	}
-	return client.Request{Index: i, Prompt: prompt, InputTokens: in, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
+	return client.Request{Index: i, Prompt: prompt, InputTokens: in, TargetInputTokens: target, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
 }

@@ -129,10 +129,12 @@ func TestPromptsDistinctAcrossRuns(t *testing.T) {
 		}
 	}
 	// Replays across versions: the tag's derivation is part of the
-	// contract of metadata.prompt_nonce.
+	// contract of metadata.prompt_nonce (changed once, by issue 23: decimal
+	// tags and a vocabulary of one-token words, so that prompts have the
+	// server's token lengths; reports from before replay other prompts).
 	fixed, _ := ParseLength("in", "fixed:6")
 	w := New(Config{Seed: 9, Input: fixed, Output: out, Nonce: "0123456789abcdef"}).WithVariant("concurrency=4 repeat=2")
-	if got := w.Request(5).Prompt; got != "4b89fd7259-5 used it into where known" {
+	if got := w.Request(5).Prompt; got != "2218125677-5 they that but into some" {
 		t.Errorf("prompt = %q, want the one this seed, nonce and variant always gave", got)
 	}
 }

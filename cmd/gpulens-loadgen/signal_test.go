@@ -1,0 +1,132 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/internal/testenv"
+	"github.com/gpulens/gpulens/loadgen/outfile"
+)
+
+// exitCode is a finished binary's exit status (-1: it did not exit).
+func exitCode(p *testenv.Process) int {
+	var ee *exec.ExitError
+	if err := p.Err(); err == nil {
+		return 0
+	} else if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func fifo(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "report.fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	return p
+}
+
+// TestFIFOOutputNoReader: `run --output FIFO` with nobody reading the FIFO
+// ends within seconds (outfile.ReaderWait), exit status 1, naming the flag
+// and where the report was saved instead.
+func TestFIFOOutputNoReader(t *testing.T) {
+	bin := testenv.Binary(t, "gpulens-loadgen")
+	out := fifo(t)
+	srv := &recordingServer{}
+	start := time.Now()
+	p := testenv.Run(t, bin, "run", "--target", srv.start(t), "--model", "m", "--concurrency", "1", "--requests", "2",
+		"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens.calibrate=off", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
+		"--output", out)
+	select {
+	case <-p.Done():
+	case <-time.After(outfile.ReaderWait + 20*time.Second):
+		t.Fatalf("still running %v after the start with an unread FIFO output", time.Since(start))
+	}
+	took := time.Since(start)
+	if c := exitCode(p); c != exitError {
+		t.Errorf("exit status %d, want %d", c, exitError)
+	}
+	log := p.Log()
+	for _, want := range []string{"--output: writing " + out, "is a FIFO that no reader opened within " + outfile.ReaderWait.String(), "saved to "} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	if took < outfile.ReaderWait {
+		t.Errorf("ended after %v, before the reader wait %v", took, outfile.ReaderWait)
+	}
+	if n := srv.n.Load(); n != 2 {
+		t.Errorf("%d requests, want 2 (the run is measured before the output is written)", n)
+	}
+	// The saved copy is a readable report.
+	i := strings.Index(log, "saved to ")
+	saved := strings.Fields(log[i+len("saved to "):])[0]
+	saved = strings.Trim(saved, `"\`)
+	defer os.Remove(saved)
+	if b, err := os.ReadFile(saved); err != nil || !strings.Contains(string(b), `"runs"`) {
+		t.Errorf("saved copy %s: %v %.100q", saved, err, b)
+	}
+}
+
+// TestSecondSignalExitsAtOnce: the first SIGINT or SIGTERM starts the
+// graceful stop (here: stuck waiting for a reader of the FIFO output);
+// the second ends the process at once with 128 + the signal's number.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	bin := testenv.Binary(t, "gpulens-loadgen")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := fifo(t)
+			srv := &recordingServer{hang: true, arrived: make(chan struct{}, 4)}
+			p := testenv.Run(t, bin, "run", "--target", srv.start(t), "--model", "m", "--concurrency", "1", "--duration", "60s",
+				"--web.listen-address=127.0.0.1:0", "--no-progress", "--no-server-info", "--input-tokens.calibrate=off", "--input-tokens", "fixed:6", "--output-tokens", "fixed:4",
+				"--output", out)
+			select {
+			case <-srv.arrived:
+			case <-p.Done():
+				t.Fatalf("ended before the first request: %v", p.Err())
+			case <-time.After(30 * time.Second):
+				t.Fatal("no request arrived")
+			}
+			if err := p.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			// The graceful stop: the run ends, the report waits for the
+			// FIFO's reader.
+			if !testenv.Poll(t.Context(), 20*time.Millisecond, func() bool { return strings.Contains(p.Log(), "send the signal again to exit at once") }) {
+				t.Fatal("no graceful stop logged")
+			}
+			time.Sleep(500 * time.Millisecond)
+			if p.Exited() {
+				t.Fatalf("ended %v before the second signal; the graceful stop should still wait for the FIFO's reader", p.Err())
+			}
+			second := time.Now()
+			if err := p.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(3 * time.Second):
+				t.Fatal("still running 3s after the second signal")
+			}
+			if took := time.Since(second); took > 2*time.Second {
+				t.Errorf("ended %v after the second signal", took)
+			}
+			if c, want := exitCode(p), exitSignalBase+int(sig); c != want {
+				t.Errorf("exit status %d, want %d", c, want)
+			}
+			if !strings.Contains(p.Log(), "second signal: exiting at once") {
+				t.Error("the forced exit is not logged")
+			}
+		})
+	}
+}
