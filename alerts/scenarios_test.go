@@ -96,7 +96,7 @@ func unlistedBusy(gpus ...int) []wantAlert {
 func busyUnlisted(gpus ...int) []wantAlert {
 	var out []wantAlert
 	for _, g := range gpus {
-		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), from: minutes(14), to: minutes(18), through: true})
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), from: minutes(14), to: minutes(21), through: true})
 	}
 	return out
 }
@@ -146,8 +146,8 @@ var scenarioAlerts = map[string][]wantAlert{
 	"minimal":  busyUnlisted(0),
 	"faulty": {
 		// Busy with nobody listed (sine 30-90 %): every probe reads ≥ 0.3.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(14), to: minutes(18), through: true},
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(14), to: minutes(18), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(14), to: minutes(21), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(14), to: minutes(21), through: true},
 		// Hung and lost GPUs: whether NVML's process samples were read
 		// around a probe depends on the hangs.
 		{alert: "GpulensGPUStolenTimeHigh", gpu: "2", maybe: true},

@@ -218,3 +218,60 @@ tenants:
 		}
 	}
 }
+
+// TestProbeRunChangesNoProcessSeries: the simulated driver makes NVML list
+// the probe's own context (this process) while it exists, as a real driver
+// does; sampled in the middle of a probe and just after, the process,
+// sharing-mode, contention and time-share series are exactly those of the
+// same fleet without a probe.
+func TestProbeRunChangesNoProcessSeries(t *testing.T) {
+	const fleet = `
+devices:
+  - {model: h100-sxm5-80gb}
+  - {model: h100-sxm5-80gb}
+tenants:
+  - {name: serve, gpu: 0, pid: 4242, process: python3, sm_util: 70, memory: 20480}
+`
+	families := []string{"gpulens_process_", "gpulens_gpu_sharing_mode", "gpulens_gpu_active_processes",
+		"gpulens_gpu_contention_ratio", "gpulens_gpu_contended_seconds_total", "gpulens_process_gpu_time_share_ratio"}
+	pick := func(got map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range got {
+			for _, f := range families {
+				if strings.HasPrefix(k, f) {
+					out[k] = v
+				}
+			}
+		}
+		return out
+	}
+	for gpu := range 2 {
+		t.Run(fmt.Sprintf("gpu %d", gpu), func(t *testing.T) {
+			probed := newSimEnv(t, "probed", []byte(fleet))
+			ref := newSimEnv(t, "ref", []byte(fleet))
+			probed.at(10 * time.Second)
+			ref.at(10 * time.Second)
+			cfg := gpuprobe.ExporterConfig()
+			cfg.GPUTimeBudget, cfg.StolenWindow = time.Second, 800*time.Millisecond // a window several NVML samples long
+			res, err := gpuprobe.New(probed.fleet.ProbeDriver(), gpuprobe.Options{}).Probe(context.Background(), gpu, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mid := probed.fleet.Elapsed() + res.Started.Add(res.Duration/2).Sub(probed.clock.Now())
+			end := probed.fleet.Elapsed() + res.Started.Add(res.Duration).Sub(probed.clock.Now())
+			probed.clock.Advance(mid - probed.fleet.Elapsed())
+			d, _ := probed.fleet.Interface().DeviceGetHandleByIndex(gpu)
+			procs, _ := d.GetComputeRunningProcesses()
+			listed := false
+			for _, p := range procs {
+				listed = listed || p.Pid == uint32(os.Getpid())
+			}
+			if !listed {
+				t.Fatalf("NVML does not list the probe's context (pid %d) in the middle of the probe: %+v", os.Getpid(), procs)
+			}
+			for _, at := range []time.Duration{mid, end + time.Second, end + 2*time.Second} {
+				diffSeries(t, fmt.Sprintf("at %v", at), pick(probed.at(at)), pick(ref.at(at)))
+			}
+		})
+	}
+}

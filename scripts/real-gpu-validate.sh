@@ -465,6 +465,7 @@ for i in 0 1 2; do
 	stolen=$(json_stat "$vj" stolen_ratio median)
 	stolen_min=$(json_stat "$vj" stolen_ratio min)
 	stolen_max=$(json_stat "$vj" stolen_ratio max)
+	unexplained=$(json_stat "$vj" unexplained_stolen_ratio median)
 	gap=$(json_stat "$vj" stolen_gap_median_seconds median)
 	fp32=$(json_stat "$vj" fp32_flops median)
 	nprocs=$(json_stat "$vj" processes count)
@@ -540,6 +541,9 @@ for i in 0 1 2; do
 		fi
 		;;
 	esac
+	# The workloads are processes NVML shows: they explain the stolen time.
+	if [ $mode = sim ]; then uhi=0.05; else uhi=0.15; fi
+	check expect "phase $name: unexplained stolen $(pct "$unexplained") ≈ 0 (≤ $(pct "$uhi"): the processes NVML shows explain the rest)" between "$unexplained" 0 "$uhi"
 	if [ "$k" -gt 0 ]; then
 		check expect "phase $name: the host view's processes ($pids_host) are the ones nvidia-smi lists ($pids_ref)" \
 			test "$nshares" = "$k" -a "$pids_host" = "$pids_ref"

@@ -103,7 +103,8 @@ type device struct {
 	replays    *process
 	randomXids *process
 	migDevices []*migDevice
-	migSlices  int // compute slices of the whole GPU (7 on H100); 0 outside MIG
+	migSlices  int         // compute slices of the whole GPU (7 on H100); 0 outside MIG
+	probeCtxs  probeCtxLog // the probe's CUDA contexts (probe_context.go)
 }
 
 var _ nvml.Device = (*device)(nil)

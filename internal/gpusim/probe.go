@@ -185,6 +185,7 @@ func (f *Fleet) probeDevices() []simdriver.Device {
 			c.UsedByOthers = func(t time.Time) uint64 { return md.memory(f.simSeconds(t)).Used }
 			c.Neighbour = d.probeNeighbour(md.idx)
 			d.withProbeSafety(&c, md)
+			c.Context = d.probeContext(md.idx)
 			out = append(out, c)
 		}
 	}
@@ -218,5 +219,6 @@ func (d *device) probeDevice() simdriver.Device {
 		Slowdown:                 func(t time.Time) float64 { return d.probeSlowdown(f.simSeconds(t)) },
 	}
 	dev.Neighbour = d.probeNeighbour(-1)
+	dev.Context = d.probeContext(-1)
 	return dev
 }

@@ -287,6 +287,11 @@ func (d *device) runningProcesses(call, kind string) ([]nvml.ProcessInfo, nvml.R
 		}
 		out = append(out, pi)
 	}
+	if kind == ProcessCompute {
+		if pi, ok := d.probeProcess(t); ok {
+			out = append(out, pi)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
 	return out, nvml.SUCCESS
 }
@@ -339,6 +344,9 @@ func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizati
 				Pid: s.pid, TimeStamp: ts,
 				SmUtil: uint32(math.Round(s.sm)), MemUtil: uint32(math.Round(s.mem)),
 			})
+		}
+		if s, ok := d.probeSample(st, ts); ok {
+			out = append(out, s)
 		}
 	}
 	if len(out) == 0 {

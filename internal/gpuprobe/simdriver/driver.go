@@ -501,6 +501,10 @@ func (d *Driver) CtxCreate(ordinal int) (gpuprobe.Context, error) {
 		events:  map[gpuprobe.Event]*event{},
 	}
 	d.current = h
+	if f := d.devs[ordinal].Context; f != nil {
+		d.clock()
+		f(true, d.vt)
+	}
 	return h, nil
 }
 
@@ -518,6 +522,9 @@ func (d *Driver) CtxDestroy(c gpuprobe.Context) error {
 		return cudaError(CallCtxDestroy, errInvalidContext, "")
 	}
 	d.sync()
+	if f := d.devs[d.ctxs[c].dev].Context; f != nil {
+		f(false, d.vt)
+	}
 	delete(d.ctxs, c)
 	if d.current == c {
 		d.current = 0

@@ -59,6 +59,11 @@ type Device struct {
 	// kernels are stretched by 1/(1-share) and the stolen-time kernel sees
 	// gaps of length slice; nil: none.
 	Neighbour func(t time.Time) (share float64, slice time.Duration)
+	// Context, when set, is told when a context is created on the device
+	// (open) and destroyed, at the driver's virtual time: a simulated fleet
+	// lists the process holding it in NVML meanwhile, as a real driver
+	// does. It must not call the Driver.
+	Context func(open bool, at time.Time)
 }
 
 // Options configure a Driver.
