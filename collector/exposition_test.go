@@ -3,11 +3,13 @@ package collector
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -461,4 +463,94 @@ func gpuUpHelpForTest(t *testing.T, s *Sampler) string {
 	}
 	t.Fatal("no gpulens_gpu_up")
 	return ""
+}
+
+// TestExpositionEveryFormatOncePerSnapshot: concurrent scrapes in the text,
+// OpenMetrics and protobuf formats of one snapshot group it once and
+// encode each format once; every scrape gets its format's body, and every
+// body holds the same series. A new snapshot is grouped and encoded again,
+// in the formats scraped only.
+func TestExpositionEveryFormatOncePerSnapshot(t *testing.T) {
+	clock := newFakeClock()
+	s, exp, _ := newTestExposition(t, clock, newMockDevice(0))
+	cycleAll(s)
+	accept := [numFormats]string{
+		formatText:        "text/plain;version=0.0.4",
+		formatOpenMetrics: "application/openmetrics-text;version=1.0.0",
+		formatProtobuf:    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited",
+	}
+	const perFormat = 8
+	bodies := make([][]byte, numFormats*perFormat)
+	types := make([]string, numFormats*perFormat)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		f := format(i % int(numFormats))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			req.Header.Set("Accept", accept[f])
+			rec := httptest.NewRecorder()
+			exp.ServeHTTP(rec, req)
+			bodies[i], types[i] = rec.Body.Bytes(), rec.Header().Get("Content-Type")
+		}()
+	}
+	wg.Wait()
+	if n := exp.renders.Load(); n != 1 {
+		t.Errorf("%d groupings of one snapshot, want 1", n)
+	}
+	for f := range numFormats {
+		if n := exp.encodes[f].Load(); n != 1 {
+			t.Errorf("%s encoded %d times, want 1", f, n)
+		}
+	}
+	lines := func(body []byte) int { // samples of a text or OpenMetrics body
+		n := 0
+		for _, l := range bytes.Split(body, []byte("\n")) {
+			if len(l) > 0 && l[0] != '#' {
+				n++
+			}
+		}
+		return n
+	}
+	metrics := func(body []byte, f format) int { // decoded metrics
+		dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.Format(contentType[f]))
+		n := 0
+		for {
+			var mf dto.MetricFamily
+			if err := dec.Decode(&mf); err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("%s: %v", f, err)
+				}
+				return n
+			}
+			n += len(mf.GetMetric())
+		}
+	}
+	text := bodies[formatText]
+	if !bytes.HasSuffix(bodies[formatOpenMetrics], []byte("# EOF\n")) {
+		t.Errorf("OpenMetrics body without # EOF")
+	}
+	if a, b := lines(bodies[formatOpenMetrics]), lines(text); a != b || a < 10 {
+		t.Errorf("OpenMetrics body: %d samples, the text body %d", a, b)
+	}
+	if a, b := metrics(bodies[formatProtobuf], formatProtobuf), metrics(text, formatText); a != b || a < 10 {
+		t.Errorf("protobuf body: %d metrics, the text body %d", a, b)
+	}
+	for i := range bodies {
+		f := format(i % int(numFormats))
+		if types[i] != contentType[f] {
+			t.Errorf("%s scrape answered with %q", f, types[i])
+		}
+		if !bytes.Equal(bodies[i], bodies[int(f)]) {
+			t.Errorf("%s scrapes of one snapshot got different bodies", f)
+		}
+	}
+	// A new snapshot, scraped in protobuf only.
+	clock.Advance(time.Second)
+	cycleAll(s)
+	get(t, exp, map[string]string{"Accept": accept[formatProtobuf]})
+	if r, text, pb := exp.renders.Load(), exp.encodes[formatText].Load(), exp.encodes[formatProtobuf].Load(); r != 2 || text != 1 || pb != 2 {
+		t.Errorf("after a protobuf scrape of a new snapshot: %d groupings, text encoded %d times, protobuf %d; want 2, 1, 2", r, text, pb)
+	}
 }

@@ -27,7 +27,7 @@ type compatFlags struct {
 
 func addCompatFlags(app *kingpin.Application, f *compatFlags) {
 	app.Flag("compat.dcgm", "Serve a DCGM-compatible view of the same snapshot at "+dcgmPath+": dcgm-exporter's default counters with its names, units and labels, for dashboards, autoscalers and alerts written for dcgm-exporter (docs/dcgm-migration.md). Off: nothing is converted.").Default("false").BoolVar(&f.dcgm)
-	app.Flag("compat.dcgm.listen-address", "Also serve the DCGM-compatible view at /metrics on this address of its own (e.g. :9400, dcgm-exporter's port), for consumers hard-wired to it; implies --compat.dcgm. Empty: no extra listener.").Default("").StringVar(&f.dcgmListen)
+	app.Flag("compat.dcgm.listen-address", "Also serve the DCGM-compatible view at /metrics on this address of its own (e.g. :9400, dcgm-exporter's port), for consumers hard-wired to it, in plain HTTP (--web.config.file applies to the main listener only); implies --compat.dcgm. Empty: no extra listener.").Default("").StringVar(&f.dcgmListen)
 }
 
 // enabled reports whether the view is served at all.
