@@ -60,7 +60,8 @@ unit: build ensure-chromium
 
 # The inner loop: gofmt and vet, then every test that needs no real
 # Prometheus, promtool, Chromium or build of a tool (-short skips those).
-# Warm, it takes about a minute on two cores (docs/benchmarks.md).
+# Warm, about 80 s on two busy cores; 10 s when nothing changed
+# (docs/benchmarks.md#test-loop).
 check: vet
 	$(GO) test -short -timeout=$(TEST_TIMEOUT) ./...
 
