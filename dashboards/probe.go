@@ -70,7 +70,7 @@ func probeFleetRows(bd *board) {
 	bd.row("Is this GPU mine? The tenant's view (probe)")
 	bd.table(panel{title: "Stolen time and figures against baseline per GPU", unit: "percentunit", w: 12, h: 9,
 		th:   steps("green", 0.2, "orange", 0.5, "red"),
-		desc: "One row per probed GPU or MIG instance (node, GPU, its UUID), from the last probe: stolen time (Value #A), device memory bandwidth and FP32 FLOP/s as a share of their 7-day 90th percentile (Value #B, #C; under 70% is degraded), and the age of the figures (Value #D). Needs the exporter's --collector.probe.",
+		desc: "One row per probed GPU or MIG instance (node, GPU, its UUID), from the last probe: stolen time (Value #A), device memory bandwidth and FP32 FLOP/s as a share of their 7-day 90th percentile (Value #B, #C; under 70% is degraded), and the age of the figures (Value #D). Needs the exporter's --collector.probe. Under MIG only one instance per node has figures: CUDA shows a process one MIG instance, the others count in gpulens_probe_skipped_total{reason=\"mig_instance_not_visible\"}; a GPU in a compute mode other than DEFAULT or short of free memory is left alone (gpulens_probe_skipped_total) and has no row.",
 		qs: []q{
 			{expr: by(probeLabels, `gpulens_probe_stolen_time_ratio{`+selGPU+`}`)},
 			{expr: by(probeLabels, `gpulens_probe_device_copy_bandwidth_bytes_per_second{`+selGPU+`} / gpu:gpulens_probe_device_copy_bandwidth_bytes_per_second:p90_over_time7d{`+selGPU+`}`)},
