@@ -45,13 +45,14 @@ func DefaultConfig() Config {
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 1 GiB of device
-// memory with the context's own (about 520 MiB of context on an H100 and
-// two 252 MiB copy buffers, beyond 4 × the 50 MiB L2 of an H100 or H200), so that it can run
-// every few minutes beside real work.
+// time including a 100 ms stolen-time window, and at most 1280 MiB of
+// device memory with the context's own (counted as at most the 768 MiB
+// reserve: at least two 256 MiB copy buffers remain, beyond 4 × the 50 MiB
+// L2 of an H100 or H200), so that it can run every few minutes beside real
+// work.
 func ExporterConfig() Config {
 	return Config{
-		MaxMemoryBytes:      1 << 30,
+		MaxMemoryBytes:      1280 << 20,
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       250 * time.Millisecond,
 		StolenWindow:        100 * time.Millisecond,

@@ -17,7 +17,7 @@ import (
 // driver would refuse a second context in EXCLUSIVE_PROCESS mode, and a
 // tenant starting meanwhile would be refused), and the result says why.
 func TestProbeLeavesTenantGPUAlone(t *testing.T) {
-	cfg := gpuprobe.ExporterConfig() // 1 GiB budget + 768 MiB for the context
+	cfg := gpuprobe.ExporterConfig() // 1280 MiB budget + 768 MiB for the context
 	for _, tc := range []struct {
 		name   string
 		dev    func(*simdriver.Device)
@@ -33,8 +33,8 @@ func TestProbeLeavesTenantGPUAlone(t *testing.T) {
 		}, nil, gpuprobe.SkipComputeModeExclusiveProcess, "only DEFAULT"},
 		{"prohibited", func(d *simdriver.Device) { d.ComputeMode = gpuprobe.ComputeModeProhibited }, nil,
 			gpuprobe.SkipComputeModeProhibited, "PROHIBITED"},
-		{"NVML free below budget + reserve", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 1792<<20 - 1, true },
-			gpuprobe.SkipFreeMemoryLow, "1792.0 MiB (its budget 1024.0 MiB + 768.0 MiB for the context)"},
+		{"NVML free below budget + reserve", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 2048<<20 - 1, true },
+			gpuprobe.SkipFreeMemoryLow, "2048.0 MiB (its budget 1280.0 MiB + 768.0 MiB for the context)"},
 		{"NVML free just enough", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 80 * gib, true }, "", ""},
 		// Unknown before: the context is created, found short and destroyed.
 		{"free unknown, nearly full", func(d *simdriver.Device) {
@@ -43,7 +43,7 @@ func TestProbeLeavesTenantGPUAlone(t *testing.T) {
 			gpuprobe.SkipFreeMemoryLow, "680.0 MiB free with the probe's context"},
 		{"no hook, nearly full", func(d *simdriver.Device) {
 			d.UsedByOthers = func(time.Time) uint64 { return 80*gib - 1200<<20 }
-		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 256.0 MiB + 768.0 MiB"},
+		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 512.0 MiB + 768.0 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := h100()
@@ -277,20 +277,20 @@ func TestProbeBudgetEnforced(t *testing.T) {
 // in free memory; a drop no context takes is not taken for one, and the
 // buffers never get less than the budget less ContextReserveBytes.
 func TestContextMemoryWhenTenantMemoryMoves(t *testing.T) {
-	cfg := gpuprobe.ExporterConfig() // 1 GiB, 768 MiB reserve
+	cfg := gpuprobe.ExporterConfig() // 1280 MiB, 768 MiB reserve
 	for _, tc := range []struct {
 		name        string
 		nvmlFree    uint64 // what the snapshot said before the context
 		ctx, budget uint64
 	}{
-		{"steady", 80 * gib, h100ContextBytes, 1<<30 - h100ContextBytes},
+		{"steady", 80 * gib, h100ContextBytes, 1280<<20 - h100ContextBytes},
 		// The tenant allocated 700 MiB since the snapshot: the drop (1220
 		// MiB) is reported, counted as the 768 MiB reserve.
-		{"tenant grew a little", 80*gib + 700<<20, h100ContextBytes + 700<<20, 1<<30 - 768<<20},
+		{"tenant grew a little", 80*gib + 700<<20, h100ContextBytes + 700<<20, 512 << 20},
 		// It allocated 3 GiB: no context is that large; unknown.
-		{"tenant grew a lot", 83 * gib, 0, 1<<30 - 768<<20},
+		{"tenant grew a lot", 83 * gib, 0, 512 << 20},
 		// It freed 2 GiB: free rose; unknown.
-		{"tenant shrank", 78 * gib, 0, 1<<30 - 768<<20},
+		{"tenant shrank", 78 * gib, 0, 512 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			drv := simdriver.New([]simdriver.Device{h100()}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
