@@ -15,7 +15,7 @@ import (
 func TestScenarioTenantGPULeftAlone(t *testing.T) {
 	for _, tc := range []struct{ scenario, reason, detail string }{
 		{"testdata/exclusive-process.yaml", "compute_mode_exclusive_process", "EXCLUSIVE_PROCESS"},
-		{"testdata/nearly-full.yaml", "free_memory_low", "the probe needs 2560.0 MiB (its budget 2048.0 MiB + 512.0 MiB for the context)"},
+		{"testdata/nearly-full.yaml", "free_memory_low", "the probe needs 2816.0 MiB (its budget 2048.0 MiB + 768.0 MiB for the context)"},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			jsonPath := filepath.Join(t.TempDir(), "report.json")

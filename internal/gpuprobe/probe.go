@@ -337,14 +337,27 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	}
 	ctxMem := cfg.ContextReserveBytes // assumed while unknown
 	if known {
-		ctxMem = 0
-		if freeBefore > free {
-			ctxMem = freeBefore - free
+		// The drop in free memory is the context's only if nobody else
+		// allocated or freed in between (the figure before may also be a
+		// snapshot up to a sampling interval old): a drop that no context
+		// takes (negative, or beyond maxContextBytes) says the tenant's
+		// memory moved, and the context's memory stays unknown.
+		if drop := int64(freeBefore) - int64(free); drop >= 0 && uint64(drop) <= maxContextBytes(cfg) {
+			ctxMem = uint64(drop)
+			res.ContextMemoryBytes = ctxMem
+		} else {
+			p.log.Debug("gpuprobe: free memory moved by more than a context while it was created; its memory is unknown",
+				"device", ordinal, "free_before", freeBefore, "free_after", free)
 		}
-		res.ContextMemoryBytes = ctxMem
 	}
-	if ctxMem < cfg.MaxMemoryBytes {
-		res.BufferBudgetBytes = cfg.MaxMemoryBytes - ctxMem
+	// The buffers get the budget less the context's memory, counted as at
+	// most ContextReserveBytes: a larger drop is more likely the tenant's
+	// memory moving while the context was created (or since the figure
+	// before was taken) than a larger context, and the checks on free
+	// memory before and after the context keep ContextReserveBytes for the
+	// tenant either way.
+	if counted := min(ctxMem, cfg.ContextReserveBytes); counted < cfg.MaxMemoryBytes {
+		res.BufferBudgetBytes = cfg.MaxMemoryBytes - counted
 	}
 	if free < res.BufferBudgetBytes+cfg.ContextReserveBytes {
 		destroy()
@@ -360,6 +373,16 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	res.GPUTime = s.gpuTime
 	res.Duration = d.Now().Sub(res.Started)
 	return res, nil
+}
+
+// maxContextBytes is the largest drop in free memory taken for the
+// context's own: twice ContextReserveBytes (1 GiB when that is 0). A bare
+// context takes a few hundred MiB on any current GPU.
+func maxContextBytes(cfg Config) uint64 {
+	if cfg.ContextReserveBytes == 0 {
+		return 1 << 30
+	}
+	return 2 * cfg.ContextReserveBytes
 }
 
 // computeModeSkip is the skip reason of a compute mode, "" for DEFAULT.

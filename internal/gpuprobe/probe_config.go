@@ -17,8 +17,10 @@ const (
 
 // DefaultContextReserve is Config.ContextReserveBytes by default: a bare
 // CUDA 12 context with lazy module loading takes a few hundred MiB of
-// device memory on a data-centre GPU (measure it: gpulens_probe_context_memory_bytes).
-const DefaultContextReserve = 512 << 20
+// device memory on a data-centre GPU (measure it: gpulens_probe_context_memory_bytes);
+// 768 MiB leaves room above that, and is what the probe counts at most for
+// the context (see Result.BufferBudgetBytes).
+const DefaultContextReserve = 768 << 20
 
 // L2BufferFactor: every device-memory bandwidth buffer is at least this many
 // times the device's L2 cache, else the figure would be the L2's and is not
@@ -28,7 +30,7 @@ const L2BufferFactor = 4
 // DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
 // of which a 1 s stolen-time window, at most 2 GiB of device memory with
 // the context's own (so copy buffers of about 4 × L2 even on 126 MB-L2
-// GPUs), a 512 MiB margin for the context, the fill test off (1 GiB steps
+// GPUs), a 768 MiB margin for the context, the fill test off (1 GiB steps
 // when enabled).
 func DefaultConfig() Config {
 	return Config{
@@ -43,13 +45,14 @@ func DefaultConfig() Config {
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 1 GiB of device
-// memory with the context's own (about 512 MiB of context and two 256 MiB
-// copy buffers, 4 × the 50 MB L2 of an H100 or H200), so that it can run
-// every few minutes beside real work.
+// time including a 100 ms stolen-time window, and at most 1280 MiB of
+// device memory with the context's own (counted as at most the 768 MiB
+// reserve: at least two 256 MiB copy buffers remain, beyond 4 × the 50 MiB
+// L2 of an H100 or H200), so that it can run every few minutes beside real
+// work.
 func ExporterConfig() Config {
 	return Config{
-		MaxMemoryBytes:      1 << 30,
+		MaxMemoryBytes:      1280 << 20,
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       250 * time.Millisecond,
 		StolenWindow:        100 * time.Millisecond,

@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 		maxMemory      uint64
 	}{
 		{"default", gpuprobe.DefaultConfig(), 2 * time.Second, time.Second, 2 << 30},
-		{"exporter", gpuprobe.ExporterConfig(), 250 * time.Millisecond, 100 * time.Millisecond, 1 << 30},
+		{"exporter", gpuprobe.ExporterConfig(), 250 * time.Millisecond, 100 * time.Millisecond, 1280 << 20},
 	} {
 		if err := tc.cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
@@ -24,8 +24,8 @@ func TestConfigDefaults(t *testing.T) {
 		if tc.cfg.GPUTimeBudget != tc.budget || tc.cfg.StolenWindow != tc.window || tc.cfg.MaxMemoryBytes != tc.maxMemory {
 			t.Errorf("%s: budget %s window %s memory %d, want %s %s %d", tc.name, tc.cfg.GPUTimeBudget, tc.cfg.StolenWindow, tc.cfg.MaxMemoryBytes, tc.budget, tc.window, tc.maxMemory)
 		}
-		if tc.cfg.ContextReserveBytes != 512<<20 {
-			t.Errorf("%s: context reserve %d, want 512 MiB", tc.name, tc.cfg.ContextReserveBytes)
+		if tc.cfg.ContextReserveBytes != 768<<20 {
+			t.Errorf("%s: context reserve %d, want 768 MiB", tc.name, tc.cfg.ContextReserveBytes)
 		}
 		if tc.cfg.Fill || tc.cfg.FillStep != 1<<30 {
 			t.Errorf("%s: fill %v step %d, want off with 1 GiB steps", tc.name, tc.cfg.Fill, tc.cfg.FillStep)

@@ -49,7 +49,23 @@ const h100ContextBytes = 520 << 20
 
 func newProbe(devs ...simdriver.Device) (*gpuprobe.Probe, *simdriver.Driver) {
 	drv := simdriver.New(devs, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
-	return gpuprobe.New(drv, gpuprobe.Options{}), drv
+	return gpuprobe.New(drv, gpuprobe.Options{FreeMemory: nvmlFree(devs)}), drv
+}
+
+// nvmlFree is NVML's free memory of the simulated devices at base (all of
+// it but what others hold), as the exporter and gpulens-verify pass it.
+func nvmlFree(devs []simdriver.Device) gpuprobe.FreeMemoryFunc {
+	return func(d gpuprobe.DeviceInfo) (uint64, bool) {
+		if d.Ordinal < 0 || d.Ordinal >= len(devs) {
+			return 0, false
+		}
+		dev := devs[d.Ordinal]
+		var used uint64
+		if dev.UsedByOthers != nil {
+			used = dev.UsedByOthers(base)
+		}
+		return dev.TotalMemoryBytes - used, true
+	}
 }
 
 func probe(t *testing.T, p *gpuprobe.Probe, cfg gpuprobe.Config) gpuprobe.Result {
@@ -579,7 +595,7 @@ func (p panicky) MemGetInfo() (uint64, uint64, error) {
 // context is still destroyed.
 func TestProbePanic(t *testing.T) {
 	_, drv := newProbe(h100())
-	p := gpuprobe.New(panicky{drv, new(bool)}, gpuprobe.Options{})
+	p := gpuprobe.New(panicky{drv, new(bool)}, gpuprobe.Options{FreeMemory: nvmlFree([]simdriver.Device{h100()})})
 	_, err := p.Probe(context.Background(), 0, gpuprobe.ExporterConfig())
 	if err == nil || !strings.Contains(err.Error(), "panic in the driver: boom") {
 		t.Fatalf("Probe: %v, want the panic as an error", err)

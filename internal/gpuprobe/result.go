@@ -144,8 +144,8 @@ type Result struct {
 	// context was created (0: unknown). It counts in MaxMemoryBytes.
 	ContextMemoryBytes uint64 `json:"context_memory_bytes,omitempty"`
 	// BufferBudgetBytes is what MaxMemoryBytes left for the measurement
-	// buffers: MaxMemoryBytes less ContextMemoryBytes (less
-	// Config.ContextReserveBytes when that is unknown).
+	// buffers: MaxMemoryBytes less ContextMemoryBytes, counted as at most
+	// Config.ContextReserveBytes (and as that when unknown).
 	BufferBudgetBytes uint64 `json:"buffer_budget_bytes,omitempty"`
 
 	Memory *MemoryResult `json:"memory,omitempty"`

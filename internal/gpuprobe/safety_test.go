@@ -17,7 +17,7 @@ import (
 // driver would refuse a second context in EXCLUSIVE_PROCESS mode, and a
 // tenant starting meanwhile would be refused), and the result says why.
 func TestProbeLeavesTenantGPUAlone(t *testing.T) {
-	cfg := gpuprobe.ExporterConfig() // 1 GiB budget + 512 MiB for the context
+	cfg := gpuprobe.ExporterConfig() // 1280 MiB budget + 768 MiB for the context
 	for _, tc := range []struct {
 		name   string
 		dev    func(*simdriver.Device)
@@ -33,8 +33,8 @@ func TestProbeLeavesTenantGPUAlone(t *testing.T) {
 		}, nil, gpuprobe.SkipComputeModeExclusiveProcess, "only DEFAULT"},
 		{"prohibited", func(d *simdriver.Device) { d.ComputeMode = gpuprobe.ComputeModeProhibited }, nil,
 			gpuprobe.SkipComputeModeProhibited, "PROHIBITED"},
-		{"NVML free below budget + reserve", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 1536<<20 - 1, true },
-			gpuprobe.SkipFreeMemoryLow, "1536.0 MiB (its budget 1024.0 MiB + 512.0 MiB for the context)"},
+		{"NVML free below budget + reserve", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 2048<<20 - 1, true },
+			gpuprobe.SkipFreeMemoryLow, "2048.0 MiB (its budget 1280.0 MiB + 768.0 MiB for the context)"},
 		{"NVML free just enough", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 80 * gib, true }, "", ""},
 		// Unknown before: the context is created, found short and destroyed.
 		{"free unknown, nearly full", func(d *simdriver.Device) {
@@ -43,7 +43,7 @@ func TestProbeLeavesTenantGPUAlone(t *testing.T) {
 			gpuprobe.SkipFreeMemoryLow, "680.0 MiB free with the probe's context"},
 		{"no hook, nearly full", func(d *simdriver.Device) {
 			d.UsedByOthers = func(time.Time) uint64 { return 80*gib - 1200<<20 }
-		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 512.0 MiB + 512.0 MiB"},
+		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 512.0 MiB + 768.0 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := h100()
@@ -212,12 +212,14 @@ func TestDeviceCopyNeedsBuffersBeyondL2(t *testing.T) {
 		{"126 MiB L2, exporter budget", 126 << 20, 1 << 30, false}, // would need 504 MiB each
 		{"126 MiB L2, 2 GiB budget", 126 << 20, 2 << 30, true},     // 764 MiB each
 		{"H100 L2, 768 MiB budget", 50 << 20, 768 << 20, false},    // 124 MiB each
-		{"no L2 reported, small budget", 0, 600 << 20, true},       // nothing to hold it to
+		{"no L2 reported, small budget", 0, 600 << 20, true},       // 40 MiB each, nothing to hold it to
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := h100()
 			dev.L2CacheBytes = tc.l2
-			p, _ := newProbe(dev)
+			drv := simdriver.New([]simdriver.Device{dev}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+			// NVML's free memory known: the 520 MiB context is measured.
+			p := gpuprobe.New(drv, gpuprobe.Options{FreeMemory: func(gpuprobe.DeviceInfo) (uint64, bool) { return 80 * gib, true }})
 			cfg := gpuprobe.ExporterConfig()
 			cfg.MaxMemoryBytes = tc.memory
 			res := probe(t, p, cfg)
@@ -266,6 +268,38 @@ func TestProbeBudgetEnforced(t *testing.T) {
 			}
 			if st := res.Stolen; st != nil && st.WindowPlanned > cfg.StolenWindow {
 				t.Errorf("stolen window planned %s, over %s", st.WindowPlanned, cfg.StolenWindow)
+			}
+		})
+	}
+}
+
+// TestContextMemoryWhenTenantMemoryMoves: the context's memory is the drop
+// in free memory; a drop no context takes is not taken for one, and the
+// buffers never get less than the budget less ContextReserveBytes.
+func TestContextMemoryWhenTenantMemoryMoves(t *testing.T) {
+	cfg := gpuprobe.ExporterConfig() // 1280 MiB, 768 MiB reserve
+	for _, tc := range []struct {
+		name        string
+		nvmlFree    uint64 // what the snapshot said before the context
+		ctx, budget uint64
+	}{
+		{"steady", 80 * gib, h100ContextBytes, 1280<<20 - h100ContextBytes},
+		// The tenant allocated 700 MiB since the snapshot: the drop (1220
+		// MiB) is reported, counted as the 768 MiB reserve.
+		{"tenant grew a little", 80*gib + 700<<20, h100ContextBytes + 700<<20, 512 << 20},
+		// It allocated 3 GiB: no context is that large; unknown.
+		{"tenant grew a lot", 83 * gib, 0, 512 << 20},
+		// It freed 2 GiB: free rose; unknown.
+		{"tenant shrank", 78 * gib, 0, 512 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			drv := simdriver.New([]simdriver.Device{h100()}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+			p := gpuprobe.New(drv, gpuprobe.Options{FreeMemory: func(gpuprobe.DeviceInfo) (uint64, bool) { return tc.nvmlFree, true }})
+			cfg := cfg
+			cfg.Skip = gpuprobe.Measurements[1:]
+			res := probe(t, p, cfg)
+			if res.Skipped != nil || res.ContextMemoryBytes != tc.ctx || res.BufferBudgetBytes != tc.budget {
+				t.Errorf("skipped %v, context %d, buffer budget %d; want %d and %d", res.Skipped, res.ContextMemoryBytes, res.BufferBudgetBytes, tc.ctx, tc.budget)
 			}
 		})
 	}
