@@ -75,7 +75,8 @@ var quantiles = []struct {
 //     requests in order of their end, less as many as the first scrape had
 //     already counted).
 //
-// Both must be within percentileTolerance. The classic buckets' estimates
+// Both must be within percentileTolerance, or, in a sparse tail, between
+// the observations around the quantile's rank (inRankBracket). The classic buckets' estimates
 // are logged beside them, for comparison. The load generator lingers with
 // its final counts, scraped by Prometheus: compareTTFT has waited for them.
 func comparePercentiles(ctx context.Context, t *testing.T, api promClient, run report.Run) {
@@ -122,9 +123,12 @@ func comparePercentiles(ctx context.Context, t *testing.T, api promClient, run r
 	fmt.Fprintf(&table, "%-5s %-4s %12s %12s %7s %12s %12s %7s %12s\n",
 		"", "", "report", "native", "error", "report-win", "rule", "error", "classic")
 	for _, h := range latencyHistograms {
-		var window []float64
+		var window, whole []float64
 		for _, r := range ok[first:] {
 			window = append(window, h.values(r)...)
+		}
+		for _, r := range ok {
+			whole = append(whole, h.values(r)...)
 		}
 		windowDist := stats.Dist(window)
 		for _, qq := range quantiles {
@@ -136,17 +140,38 @@ func comparePercentiles(ctx context.Context, t *testing.T, api promClient, run r
 			errWhole, errRule := relErr(native, exact), relErr(recorded, exactWin)
 			fmt.Fprintf(&table, "%-5s %-4s %12.6f %12.6f %6.2f%% %12.6f %12.6f %6.2f%% %12.6f\n",
 				h.short, qq.name, exact, native, 100*errWhole, exactWin, recorded, 100*errRule, classic)
-			if !(errWhole <= percentileTolerance) {
+			if !(errWhole <= percentileTolerance) && !inRankBracket(whole, qq.q, native) {
 				t.Errorf("%s %s of the whole run: Prometheus %.6f s (native histogram), report %.6f s: %.1f %% off, more than %.0f %%",
 					h.short, qq.name, native, exact, 100*errWhole, 100*percentileTolerance)
 			}
-			if !(errRule <= percentileTolerance) {
+			if !(errRule <= percentileTolerance) && !inRankBracket(window, qq.q, recorded) {
 				t.Errorf("%s %s recorded by %s: %.6f s, the report's requests in its window %.6f s: %.1f %% off, more than %.0f %%",
 					h.short, qq.name, rule(h, qq.name), recorded, exactWin, 100*errRule, 100*percentileTolerance)
 			}
 		}
 	}
 	t.Logf("latency percentiles, Prometheus against the report (seconds):\n%s", table.String())
+}
+
+// inRankBracket reports whether got lies between the observations on
+// either side of the q-quantile's rank in values (the one below rank q·n
+// and the one above it), widened by percentileTolerance. In a sparse tail
+// (the p99 of a few hundred requests is the 3rd or 4th largest) adjacent
+// observations can be 10 % apart, and the exact percentile (interpolated
+// between them) and a histogram's (interpolated within the bucket holding
+// rank q·n) are both estimates of the same rank: the error that matters is
+// landing outside the observations around that rank, not the distance
+// between two ways of interpolating in between.
+func inRankBracket(values []float64, q, got float64) bool {
+	if len(values) == 0 {
+		return false
+	}
+	sorted := slices.Sorted(slices.Values(values))
+	n := len(sorted)
+	r := q * float64(n)
+	lo := sorted[max(0, min(n-1, int(math.Floor(r))-1))]
+	hi := sorted[max(0, min(n-1, int(math.Ceil(r))))]
+	return got >= lo*(1-percentileTolerance) && got <= hi*(1+percentileTolerance)
 }
 
 // relErr is |got − want| / want.
@@ -200,5 +225,32 @@ func checkNeighbourSlowsServer(ctx context.Context, t *testing.T, api promClient
 		1e3*b, len(before), 1e3*a, len(after), a/b, res[0].Value)
 	if a/b < 1.3 {
 		t.Errorf("TTFT median went from %.2f ms to %.2f ms when the neighbour joined GPU 0: want at least 1.3x", 1e3*b, 1e3*a)
+	}
+}
+
+func TestInRankBracket(t *testing.T) {
+	// 100 values 1..100: the p99's rank 99 lies between 98 and 100.
+	var v []float64
+	for i := 1; i <= 100; i++ {
+		v = append(v, float64(i))
+	}
+	for _, tc := range []struct {
+		q, got float64
+		want   bool
+	}{
+		{0.99, 99, true},
+		{0.99, 100 * 1.04, true},
+		{0.99, 98 * 0.96, true},
+		{0.99, 100 * 1.06, false},
+		{0.99, 90, false},
+		{0.5, 50, true},
+		{0.5, 40, false},
+	} {
+		if got := inRankBracket(v, tc.q, tc.got); got != tc.want {
+			t.Errorf("inRankBracket(1..100, %g, %g) = %v, want %v", tc.q, tc.got, got, tc.want)
+		}
+	}
+	if inRankBracket(nil, 0.5, 1) {
+		t.Error("no values: in bracket")
 	}
 }
