@@ -163,8 +163,13 @@ var scenarioAlerts = map[string][]wantAlert{
 		{alert: "GpulensGPUHighContention", gpu: "0", from: minutes(11), to: minutes(16), through: true},
 	},
 	"rented-throttled": {
-		{alert: "GpulensGPUThermalThrottling", gpu: "0", from: minutes(10), to: minutes(15), through: true},
-		{alert: "GpulensGPUPowerThrottling", gpu: "0", from: minutes(30), to: minutes(36), through: true},
+		// Throttled from the start: pending from the first evaluation that
+		// sees data, which can be one evaluation (15 s of sim time) before
+		// the test's sim time zero now that each alert is evaluated in the
+		// group of the record it reads (no evaluation of lag); firing
+		// `for` later.
+		{alert: "GpulensGPUThermalThrottling", gpu: "0", from: minutes(9.5), to: minutes(15), through: true},
+		{alert: "GpulensGPUPowerThrottling", gpu: "0", from: minutes(29.5), to: minutes(36), through: true},
 	},
 	"rented-timesliced": {
 		// The first probe (at start) already sees the neighbour: pending from
