@@ -352,29 +352,7 @@ func joinErrors(errs []error) error {
 func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
 	buf.Write(f.meta.header)
 	for _, m := range f.metrics {
-		buf.WriteString(f.meta.name)
-		for i, lp := range m.GetLabel() {
-			if i == 0 {
-				buf.WriteByte('{')
-			} else {
-				buf.WriteByte(',')
-			}
-			buf.WriteString(lp.GetName())
-			buf.WriteString(`="`)
-			writeLabelValue(buf, lp.GetValue())
-			buf.WriteByte('"')
-		}
-		if len(m.GetLabel()) > 0 {
-			buf.WriteByte('}')
-		}
-		buf.WriteByte(' ')
-		var v float64
-		if f.meta.typ == dto.MetricType_COUNTER {
-			v = m.GetCounter().GetValue()
-		} else {
-			v = m.GetGauge().GetValue()
-		}
-		t.writeFloat(buf, v)
+		t.writeFloat(buf, writeSeriesName(buf, f, m))
 		if m.TimestampMs != nil {
 			buf.WriteByte(' ')
 			t.num = strconv.AppendInt(t.num[:0], m.GetTimestampMs(), 10)
@@ -390,35 +368,39 @@ func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
 func (t *snapshotText) writeFamilyOM(buf *bytes.Buffer, f snapFamily) {
 	buf.Write(f.meta.omHeader)
 	for _, m := range f.metrics {
-		buf.WriteString(f.meta.name)
-		for i, lp := range m.GetLabel() {
-			if i == 0 {
-				buf.WriteByte('{')
-			} else {
-				buf.WriteByte(',')
-			}
-			buf.WriteString(lp.GetName())
-			buf.WriteString(`="`)
-			writeLabelValue(buf, lp.GetValue())
-			buf.WriteByte('"')
-		}
-		if len(m.GetLabel()) > 0 {
-			buf.WriteByte('}')
-		}
-		buf.WriteByte(' ')
-		var v float64
-		if f.meta.typ == dto.MetricType_COUNTER {
-			v = m.GetCounter().GetValue()
-		} else {
-			v = m.GetGauge().GetValue()
-		}
-		t.writeFloatOM(buf, v)
+		t.writeFloatOM(buf, writeSeriesName(buf, f, m))
 		if m.TimestampMs != nil {
 			buf.WriteByte(' ')
 			t.writeFloatOM(buf, float64(m.GetTimestampMs())/1000)
 		}
 		buf.WriteByte('\n')
 	}
+}
+
+// writeSeriesName writes a plain family's sample up to its value (the
+// name, the labels and a space), the same in text and OpenMetrics, and
+// returns the value.
+func writeSeriesName(buf *bytes.Buffer, f snapFamily, m *dto.Metric) float64 {
+	buf.WriteString(f.meta.name)
+	for i, lp := range m.GetLabel() {
+		if i == 0 {
+			buf.WriteByte('{')
+		} else {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(lp.GetName())
+		buf.WriteString(`="`)
+		writeLabelValue(buf, lp.GetValue())
+		buf.WriteByte('"')
+	}
+	if len(m.GetLabel()) > 0 {
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(' ')
+	if f.meta.typ == dto.MetricType_COUNTER {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
 }
 
 // writeFloatOM formats a number as expfmt's OpenMetrics encoder does.
