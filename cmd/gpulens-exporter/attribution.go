@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/cgroup"
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/podresources"
 )
@@ -34,7 +35,7 @@ func addAttributionFlags(app *kingpin.Application, f *attributionFlags) {
 	app.Flag("collector.process.max-per-gpu", "Keep the N processes with the most GPU memory per GPU; fold the others into one pid=\"other\" series.").Default(fmt.Sprint(collector.DefaultMaxProcessesPerGPU)).IntVar(&f.maxPerGPU)
 	app.Flag("kubernetes.pod-resources-socket", "kubelet pod-resources socket: namespace, pod and container of each GPU and MIG device. An absent socket switches the feature off.").Default(podresources.DefaultSocket).StringVar(&f.podResources)
 	app.Flag("kubernetes.container-logs", "kubelet's container log symlinks (<pod>_<namespace>_<container>-<id>.log): name the pod of a process from its cgroup container id when several pods share a GPU. Absent: off.").Default("/var/log/containers").StringVar(&f.containerLogs)
-	durationFlag(app, "kubernetes.pod-resources-timeout", "Deadline of one pod-resources List call.", "5s", &f.podResourcesWait)
+	cliflag.Duration(app, "kubernetes.pod-resources-timeout", "Deadline of one pod-resources List call.", "5s", &f.podResourcesWait)
 }
 
 func (f *attributionFlags) validate() error {

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/pricing"
@@ -71,8 +72,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
 	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
-	durationFlag(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
-	durationFlag(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
+	cliflag.Duration(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
+	cliflag.Duration(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
 	app.Flag("sim.scenario", "Replace NVML with a simulated fleet: a built-in scenario ("+joinNames(gpusim.BuiltinNames())+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
 	app.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same values at the same elapsed time.").Default("1").Int64Var(&o.simSeed)
 	simStart := app.Flag("sim.start", "Sim time zero of the simulated fleet, as Unix seconds (1767225600.5) or RFC 3339 (2026-01-01T00:00:00Z), at most "+gpusim.MaxStartAge.String()+" ago and "+gpusim.MaxStartAhead.String()+" ahead (sim time stays 0 until then); default: when the exporter starts. Processes given the same start and seed (gpulens-verify --sim.start, another exporter) see the same GPUs at the same moment.").PlaceHolder("TIME").String()
@@ -137,27 +138,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	return o, nil
-}
-
-// durationValue is a kingpin value whose parse errors name the flag.
-type durationValue struct {
-	name string
-	d    *time.Duration
-}
-
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("--%s: %q is not a duration (use e.g. 500ms, 1s, 2m)", v.name, s)
-	}
-	*v.d = d
-	return nil
-}
-
-func (v durationValue) String() string { return v.d.String() }
-
-func durationFlag(app *kingpin.Application, name, help, def string, d *time.Duration) {
-	app.Flag(name, help).Default(def).SetValue(durationValue{name: name, d: d})
 }
 
 func joinNames(names []string) string {

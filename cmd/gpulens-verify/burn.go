@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/verify"
@@ -67,9 +68,9 @@ func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
 	o := &burnOptions{log: &promslog.Config{Writer: stderr}}
 	mem := sizeValue{name: "memory", v: 1 << 30}
 	var memRaw, startRaw string
-	durationFlag(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
+	cliflag.Duration(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
 	app.Flag("memory", "Device memory to allocate, touch and hold while burning, e.g. 2GiB; 0 for none.").Default("1GiB").StringVar(&memRaw)
-	durationFlag(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
+	cliflag.Duration(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
 	app.Flag("device", "CUDA ordinal of the GPU to burn (CUDA's order: set CUDA_DEVICE_ORDER=PCI_BUS_ID to match NVML's).").Default("0").IntVar(&o.device)
 	app.Flag("output.json", "Also write the result as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
 	app.Flag("sim.scenario", "Burn a simulated GPU instead of a real one: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)

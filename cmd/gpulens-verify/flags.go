@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/gpuspec"
@@ -61,9 +62,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		vram:      sizeValue{name: "expect.vram"},
 	}
 	app.Flag("repeat", "Probe every device this many times; figures are reported as median, min, max and coefficient of variation.").Default("3").IntVar(&o.repeat)
-	durationFlag(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
-	durationFlag(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
-	durationFlag(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
+	cliflag.Duration(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
+	cliflag.Duration(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
+	cliflag.Duration(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
 	app.Flag("probe.max-memory", "Device memory the probe may take, its CUDA context's own included (the rest for the measurement buffers), e.g. 2GiB; a GPU with less free than this + 768MiB is left alone.").Default(fmtSize(def.MaxMemoryBytes)).SetValue(&r.maxMemory)
 	app.Flag("vram.fill", "Also allocate and touch device memory in 1 GiB steps until the driver refuses or --vram.fill-limit is reached, to measure the usable VRAM. Off by default: it briefly holds all free memory.").Default("false").BoolVar(&r.fill)
 	app.Flag("vram.fill-limit", "Stop the fill test at this size, e.g. 40GiB (default: no limit beyond what the driver grants).").PlaceHolder("SIZE").SetValue(&r.fillLimit)
@@ -187,27 +188,6 @@ func parseOrdinals(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// durationValue is a kingpin value whose parse errors name the flag.
-type durationValue struct {
-	name string
-	d    *time.Duration
-}
-
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("--%s: %q is not a duration (use e.g. 500ms, 2s, 1m)", v.name, s)
-	}
-	*v.d = d
-	return nil
-}
-
-func (v durationValue) String() string { return v.d.String() }
-
-func durationFlag(app *kingpin.Application, name, help, def string, d *time.Duration) {
-	app.Flag(name, help).Default(def).SetValue(durationValue{name: name, d: d})
 }
 
 // sizeValue is a byte size flag ("80GiB", "80GB") whose errors name it.
