@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpulens/gpulens/internal/gpuid"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
@@ -403,53 +404,23 @@ func (p *ProbeCollector) device(d gpuprobe.DeviceInfo, gpus []GPUIdentity) *prob
 	return st
 }
 
-// matchGPU finds the NVML GPU of a CUDA device: by UUID, else by PCI bus id
-// (a MIG instance, whose CUDA UUID is the instance's, is labelled with its
-// parent's gpu and its own MIG UUID).
+// matchGPU finds the NVML GPU of a CUDA device (gpuid.MatchCUDA: by UUID,
+// else by PCI bus id). A MIG instance, whose CUDA UUID is the instance's, is
+// labelled with its parent's gpu and its own MIG UUID.
 func matchGPU(d gpuprobe.DeviceInfo, gpus []GPUIdentity) (gpu, uuid string, ok bool) {
-	if d.UUID != "" {
-		for _, g := range gpus {
-			if strings.EqualFold(g.UUID, d.UUID) {
-				return g.GPU, g.UUID, true
-			}
-		}
+	ids := make([]gpuid.GPU, len(gpus))
+	for i, g := range gpus {
+		ids[i] = gpuid.GPU{UUID: g.UUID, BusID: g.PCIBusID}
 	}
-	if bus, ok := parsePCIBusID(d.PCIBusID); ok {
-		for _, g := range gpus {
-			if b, ok := parsePCIBusID(g.PCIBusID); ok && b == bus {
-				if strings.HasPrefix(d.UUID, "MIG-") {
-					return g.GPU, d.UUID, true
-				}
-				return g.GPU, g.UUID, true
-			}
-		}
+	m, ok := gpuid.MatchCUDA(d.UUID, d.PCIBusID, ids)
+	if !ok {
+		return "", d.UUID, false
 	}
-	return "", d.UUID, false
-}
-
-// parsePCIBusID reads "domain:bus:device.function" (NVML writes an 8-digit
-// domain, CUDA a 4-digit one) into one comparable number.
-func parsePCIBusID(s string) (uint64, bool) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) != 3 {
-		return 0, false
+	g := gpus[m.GPU]
+	if m.By == gpuid.ByBusID && strings.HasPrefix(d.UUID, "MIG-") {
+		return g.GPU, d.UUID, true
 	}
-	devFn := strings.Split(parts[2], ".")
-	if len(devFn) != 2 {
-		return 0, false
-	}
-	var v [4]uint64
-	for i, f := range []string{parts[0], parts[1], devFn[0], devFn[1]} {
-		n, err := strconv.ParseUint(f, 16, 32)
-		if err != nil {
-			return 0, false
-		}
-		v[i] = n
-	}
-	if v[1] > 0xff || v[2] > 0x1f || v[3] > 7 {
-		return 0, false
-	}
-	return v[0]<<16 | v[1]<<8 | v[2]<<3 | v[3], true
+	return g.GPU, g.UUID, true
 }
 
 // probe measures one device and records the outcome.

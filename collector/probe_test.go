@@ -312,23 +312,6 @@ func TestMatchGPU(t *testing.T) {
 	}
 }
 
-func TestParsePCIBusID(t *testing.T) {
-	for in, want := range map[string]uint64{
-		"00000000:18:00.0": 0x18 << 8,
-		"0000:18:00.0":     0x18 << 8,
-		"0001:c1:1f.7":     1<<16 | 0xc1<<8 | 0x1f<<3 | 7,
-	} {
-		if got, ok := parsePCIBusID(in); !ok || got != want {
-			t.Errorf("parsePCIBusID(%q) = %#x, %v; want %#x", in, got, ok, want)
-		}
-	}
-	for _, bad := range []string{"", "18:00.0", "0000:18:00", "0000:18:20.0", "0000:18:00.8", "0000:zz:00.0", "0000:100:00.0"} {
-		if _, ok := parsePCIBusID(bad); ok {
-			t.Errorf("parsePCIBusID(%q) accepted a malformed bus id", bad)
-		}
-	}
-}
-
 // gatherProbe returns the probe's series as "name{k=v,...}" -> value.
 func gatherProbe(t *testing.T, p *ProbeCollector) map[string]float64 {
 	t.Helper()

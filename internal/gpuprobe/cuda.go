@@ -383,46 +383,6 @@ func formatUUID(prefix string, u [16]byte) string {
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
-// FormatPCIBusID formats a PCI address as NVML's nvmlPciInfo_t.busId does,
-// "00000000:18:00.0", from the device attributes AttrPCIDomainID,
-// AttrPCIBusID and AttrPCIDeviceID (function 0: CUDA does not report it).
-func FormatPCIBusID(domain, bus, device int) string {
-	return fmt.Sprintf("%08X:%02X:%02X.0", domain, bus, device)
-}
-
-// ParsePCIBusID is the inverse of FormatPCIBusID; it also accepts the
-// legacy 4-digit domain ("0000:18:00.0") and lower-case hex. The function
-// number is parsed and dropped.
-func ParsePCIBusID(s string) (domain, bus, device int, err error) {
-	bad := func(why string) (int, int, int, error) {
-		return 0, 0, 0, fmt.Errorf("PCI bus id %q: %s (want DOMAIN:BUS:DEVICE.FUNCTION in hex, e.g. 00000000:18:00.0)", s, why)
-	}
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return bad("not three colon-separated fields")
-	}
-	devFn := strings.Split(parts[2], ".")
-	if len(devFn) != 2 {
-		return bad("no .FUNCTION")
-	}
-	fields := []struct {
-		text    string
-		maxBits int
-		out     *int
-	}{{parts[0], 32, &domain}, {parts[1], 8, &bus}, {devFn[0], 5, &device}, {devFn[1], 3, new(int)}}
-	for _, f := range fields {
-		if f.text == "" {
-			return bad("empty field")
-		}
-		v, perr := strconv.ParseUint(f.text, 16, f.maxBits)
-		if perr != nil {
-			return bad(fmt.Sprintf("field %q is not a %d-bit hex number", f.text, f.maxBits))
-		}
-		*f.out = int(v)
-	}
-	return domain, bus, device, nil
-}
-
 // DeviceAttribute is cuDeviceGetAttribute.
 func (c *CUDA) DeviceAttribute(ordinal int, a Attribute) (int, error) {
 	const call = "cuDeviceGetAttribute"

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
 func TestOpenMissingLibrary(t *testing.T) {
@@ -238,7 +240,7 @@ func TestRealLibcuda(t *testing.T) {
 				}
 				attrs = append(attrs, v)
 			}
-			busID := FormatPCIBusID(attrs[0], attrs[1], attrs[2])
+			busID := gpuid.BusID{Domain: uint32(attrs[0]), Bus: uint8(attrs[1]), Device: uint8(attrs[2])}.String()
 			if !busIDRE.MatchString(busID) || attrs[3] < 3 || attrs[5] < 1 {
 				t.Errorf("device %d: bus id %s, compute capability %d.%d, %d SMs", i, busID, attrs[3], attrs[4], attrs[5])
 			}

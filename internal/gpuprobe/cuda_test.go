@@ -48,60 +48,6 @@ func TestIsMIGDeviceName(t *testing.T) {
 	}
 }
 
-func TestPCIBusID(t *testing.T) {
-	tests := []struct {
-		domain, bus, device int
-		want                string
-	}{
-		{0, 0x18, 0, "00000000:18:00.0"},
-		{0, 0xb3, 0, "00000000:B3:00.0"},
-		{1, 0x04, 0x1f, "00000001:04:1F.0"},
-		{0xffff, 0xff, 0x1f, "0000FFFF:FF:1F.0"},
-	}
-	for _, tc := range tests {
-		got := FormatPCIBusID(tc.domain, tc.bus, tc.device)
-		if got != tc.want {
-			t.Errorf("FormatPCIBusID(%d, %d, %d) = %s, want %s", tc.domain, tc.bus, tc.device, got, tc.want)
-		}
-		d, b, dev, err := ParsePCIBusID(got)
-		if err != nil || d != tc.domain || b != tc.bus || dev != tc.device {
-			t.Errorf("ParsePCIBusID(%s) = %d, %d, %d, %v; want %d, %d, %d", got, d, b, dev, err, tc.domain, tc.bus, tc.device)
-		}
-	}
-}
-
-func TestParsePCIBusID(t *testing.T) {
-	tests := []struct {
-		in                  string
-		domain, bus, device int
-		errPart             string // "" if valid
-	}{
-		{"00000000:18:00.0", 0, 0x18, 0, ""},
-		{"0000:3b:00.0", 0, 0x3b, 0, ""}, // legacy 4-digit domain, lower case
-		{"00000002:C1:1F.7", 2, 0xc1, 0x1f, ""},
-		{"", 0, 0, 0, "not three colon-separated fields"},
-		{"00000000:18:00", 0, 0, 0, "no .FUNCTION"},
-		{"00000000:18.00.0", 0, 0, 0, "not three colon-separated fields"},
-		{"00000000:1G:00.0", 0, 0, 0, `field "1G" is not a 8-bit hex number`},
-		{"00000000:100:00.0", 0, 0, 0, `field "100" is not a 8-bit hex number`},
-		{"00000000:18:20.0", 0, 0, 0, `field "20" is not a 5-bit hex number`},
-		{"00000000:18:00.8", 0, 0, 0, `field "8" is not a 3-bit hex number`},
-		{"00000000::00.0", 0, 0, 0, "empty field"},
-	}
-	for _, tc := range tests {
-		d, b, dev, err := ParsePCIBusID(tc.in)
-		if tc.errPart != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.errPart) || !strings.Contains(err.Error(), "PCI bus id") {
-				t.Errorf("ParsePCIBusID(%q) error = %v, want one containing %q", tc.in, err, tc.errPart)
-			}
-			continue
-		}
-		if err != nil || d != tc.domain || b != tc.bus || dev != tc.device {
-			t.Errorf("ParsePCIBusID(%q) = %d, %d, %d, %v; want %d, %d, %d", tc.in, d, b, dev, err, tc.domain, tc.bus, tc.device)
-		}
-	}
-}
-
 func TestCUDAErrorFormatting(t *testing.T) {
 	tests := []struct {
 		call      string

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+
+	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
 // ErrBusy is returned by a Probe whose previous call was abandoned when its
@@ -220,7 +222,8 @@ func deviceInfo(d Driver, ordinal, driverVersion int) (DeviceInfo, error) {
 	info.L2CacheBytes = v[AttrL2CacheSize]
 	info.MaxThreadsPerSM = v[AttrMaxThreadsPerMultiprocessor]
 	info.ComputeCapability = fmt.Sprintf("%d.%d", v[AttrComputeCapabilityMajor], v[AttrComputeCapabilityMinor])
-	info.PCIBusID = fmt.Sprintf("%08X:%02X:%02X.0", v[AttrPCIDomainID], v[AttrPCIBusID], v[AttrPCIDeviceID])
+	// CUDA does not report the function number: 0, the GPU's.
+	info.PCIBusID = gpuid.BusID{Domain: uint32(v[AttrPCIDomainID]), Bus: uint8(v[AttrPCIBusID]), Device: uint8(v[AttrPCIDeviceID])}.String()
 	if info.TotalMemoryBytes, err = d.DeviceTotalMem(ordinal); err != nil {
 		return fail(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
 const mib = 1 << 20
@@ -130,7 +132,7 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 	d.uuid = fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", hi>>32, (hi>>16)&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)
 	d.serial = fmt.Sprintf("%s%09d", spec.model.serialPrefix, hashN(key, 0x3333)%1_000_000_000)
 	domain, bus := uint32(index/8), dgxBuses[index%8]
-	d.busID = fmt.Sprintf("%08X:%02X:00.0", domain, bus)
+	d.busID = gpuid.BusID{Domain: domain, Bus: uint8(bus)}.String()
 	d.pci = nvml.PciInfo{
 		Domain:         domain,
 		Bus:            bus,

@@ -1,11 +1,10 @@
 package gpusim
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
 // library is the simulated nvml.Interface. It embeds go-nvml's mock server;
@@ -101,14 +100,14 @@ func (l *library) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) 
 	return nil, nvml.ERROR_NOT_FOUND
 }
 
-// DeviceGetHandleByPciBusId accepts the full and the legacy form, in either
-// case.
+// DeviceGetHandleByPciBusId accepts the full and the legacy (4-digit domain)
+// form, in either case.
 func (l *library) DeviceGetHandleByPciBusId(busID string) (nvml.Device, nvml.Return) {
 	if !l.f.initialised() {
 		return nil, nvml.ERROR_UNINITIALIZED
 	}
 	for _, d := range l.f.devices {
-		if strings.EqualFold(d.busID, busID) || strings.EqualFold(fmt.Sprintf("%04x:%02x:00.0", d.pci.Domain, d.pci.Bus), busID) {
+		if gpuid.SameBusID(d.busID, busID) {
 			return l.handle(d)
 		}
 	}

@@ -3,10 +3,11 @@ package verify
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
 // Library is the slice of NVML gpulens-verify reads. go-nvml's
@@ -446,6 +447,8 @@ func gatherProcesses(d nvml.Device, r reader, selfPID int) *ProcessFacts {
 	return pf
 }
 
+// busID is NVML's busId string of p, else the same form built from its
+// domain, bus and device numbers (function 0).
 func busID(p nvml.PciInfo) string {
 	var b strings.Builder
 	for _, c := range p.BusId {
@@ -460,22 +463,7 @@ func busID(p nvml.PciInfo) string {
 	if p.Domain == 0 && p.Bus == 0 && p.Device == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%08x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
-}
-
-// NormalizeBusID folds the forms NVML and CUDA use ("00000000:18:00.0",
-// "0000:18:00.0", upper or lower case) to one: "0000:18:00.0".
-func NormalizeBusID(id string) string {
-	id = strings.ToLower(strings.TrimSpace(id))
-	dom, rest, ok := strings.Cut(id, ":")
-	if !ok {
-		return id
-	}
-	n, err := strconv.ParseUint(dom, 16, 32)
-	if err != nil {
-		return id
-	}
-	return fmt.Sprintf("%04x:%s", n, rest)
+	return gpuid.BusID{Domain: p.Domain, Bus: uint8(p.Bus), Device: uint8(p.Device)}.String()
 }
 
 func virtName(m nvml.GpuVirtualizationMode) string {

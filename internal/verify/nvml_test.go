@@ -140,16 +140,3 @@ func TestGatherNVMLNoDevices(t *testing.T) {
 		t.Errorf("host %+v", h)
 	}
 }
-
-func TestNormalizeBusID(t *testing.T) {
-	for in, want := range map[string]string{
-		"00000000:18:00.0": "0000:18:00.0",
-		"0000:18:00.0":     "0000:18:00.0",
-		"00000001:2A:00.0": "0001:2a:00.0",
-		"garbage":          "garbage",
-	} {
-		if got := NormalizeBusID(in); got != want {
-			t.Errorf("NormalizeBusID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

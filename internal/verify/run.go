@@ -12,6 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpulens/gpulens/internal/gpuid"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
 )
@@ -321,33 +322,28 @@ func describeOrdinals(ords []int) string {
 	return "devices " + strings.Join(parts, ", ")
 }
 
-// matchNVML finds the NVML GPU of a CUDA device: by UUID (the GPU's, or one
-// of its MIG devices'), falling back to the PCI bus id. It returns the GPU's
-// index in host.GPUs (-1: none), the MIG instance and how it matched.
+// matchNVML finds the NVML GPU of a CUDA device (gpuid.MatchCUDA: by UUID,
+// the GPU's or one of its MIG devices', falling back to the PCI bus id). It
+// returns the GPU's index in host.GPUs (-1: none), the MIG instance and how
+// it matched.
 func matchNVML(c gpuprobe.DeviceInfo, host *NVMLHost) (int, *MIGInstance, string) {
-	if c.UUID != "" {
-		for i, g := range host.GPUs {
-			if g.UUID == c.UUID {
-				return i, nil, "uuid"
-			}
-		}
-		for i, g := range host.GPUs {
-			for j := range g.MIGInstances {
-				if m := g.MIGInstances[j]; m.UUID == c.UUID {
-					return i, &m, "mig_uuid"
-				}
-			}
+	ids := make([]gpuid.GPU, len(host.GPUs))
+	for i, g := range host.GPUs {
+		ids[i] = gpuid.GPU{UUID: g.UUID, BusID: g.PCIBusID}
+		for _, m := range g.MIGInstances {
+			ids[i].MIGUUIDs = append(ids[i].MIGUUIDs, m.UUID)
 		}
 	}
-	if c.PCIBusID != "" {
-		want := NormalizeBusID(c.PCIBusID)
-		for i, g := range host.GPUs {
-			if g.PCIBusID != "" && NormalizeBusID(g.PCIBusID) == want {
-				return i, nil, "pci_bus_id"
-			}
-		}
+	m, ok := gpuid.MatchCUDA(c.UUID, c.PCIBusID, ids)
+	if !ok {
+		return -1, nil, ""
 	}
-	return -1, nil, ""
+	var mig *MIGInstance
+	if m.MIG >= 0 {
+		inst := host.GPUs[m.GPU].MIGInstances[m.MIG]
+		mig = &inst
+	}
+	return m.GPU, mig, m.By
 }
 
 // chooseSpec picks the spec to judge a device against: --expect.gpu's when

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/gpuid"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
@@ -440,19 +441,20 @@ func (d *Driver) DeviceAttribute(ordinal int, a gpuprobe.Attribute) (int, error)
 	case gpuprobe.AttrComputeCapabilityMinor:
 		return dev.CCMinor, nil
 	case gpuprobe.AttrPCIDomainID, gpuprobe.AttrPCIBusID, gpuprobe.AttrPCIDeviceID:
-		var domain, bus, device, function uint64
+		var b gpuid.BusID
 		if dev.PCIBusID != "" {
-			if _, err := fmt.Sscanf(dev.PCIBusID, "%x:%x:%x.%x", &domain, &bus, &device, &function); err != nil {
+			var err error
+			if b, err = gpuid.ParseBusID(dev.PCIBusID); err != nil {
 				return 0, cudaError(CallDeviceGetAttr, errInvalidValue, fmt.Sprintf("simulated device %d has a malformed PCIBusID %q", ordinal, dev.PCIBusID))
 			}
 		}
 		switch a {
 		case gpuprobe.AttrPCIDomainID:
-			return int(domain), nil
+			return int(b.Domain), nil
 		case gpuprobe.AttrPCIBusID:
-			return int(bus), nil
+			return int(b.Bus), nil
 		default:
-			return int(device), nil
+			return int(b.Device), nil
 		}
 	}
 	return 0, cudaError(CallDeviceGetAttr, errInvalidValue, fmt.Sprintf("attribute %d is not simulated", a))
