@@ -25,16 +25,6 @@ import (
 // snapshot of const metrics that ProbeCollector.Collect copies; a scrape
 // never calls CUDA.
 
-// ProbeTimeoutMargin is added to four times the GPU-time budget to make one
-// device's deadline (context creation, PTX JIT and pinned allocations take
-// wall time the budget does not count).
-const ProbeTimeoutMargin = 10 * time.Second
-
-// ProbeTimeout is the default deadline of one device's probe under cfg.
-func ProbeTimeout(cfg gpuprobe.Config) time.Duration {
-	return 4*cfg.GPUTimeBudget + ProbeTimeoutMargin
-}
-
 // Measurement label values beyond gpuprobe's measurement names.
 const (
 	// ProbeMeasurementInit: the CUDA library could not be loaded or
@@ -95,7 +85,7 @@ type ProbeOptions struct {
 	// Config bounds each device's probe.
 	Config gpuprobe.Config
 	// Timeout is one device's deadline, and that of listing the devices.
-	// 0: ProbeTimeout(Config).
+	// 0: gpuprobe.Deadline(Config).
 	Timeout time.Duration
 	// IdentityWait bounds how long the first run waits for the sampler to
 	// read every GPU's identity, so that results carry the right labels
@@ -194,7 +184,7 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 		devices: map[string]*probeDevice{},
 	}
 	if p.timeout == 0 {
-		p.timeout = ProbeTimeout(opts.Config)
+		p.timeout = gpuprobe.Deadline(opts.Config)
 	}
 	if p.opts.IdentityWait == 0 {
 		p.opts.IdentityWait = 10 * time.Second
@@ -276,7 +266,7 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 	if p.prober == nil {
 		pr, closeFn, err := p.open()
 		if err != nil {
-			p.failInit(gpus, "unavailable", err)
+			p.failInit(gpus, gpuprobe.LabelUnavailable, err)
 			return
 		}
 		p.prober, p.release = pr, closeFn
@@ -291,10 +281,10 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 		return // shutting down
 	}
 	if err == nil && len(devs) == 0 {
-		err = errNoDevice
+		err = gpuprobe.ErrNoDevice
 	}
 	if err != nil {
-		p.failInit(gpus, probeErrorLabel(err), err)
+		p.failInit(gpus, gpuprobe.ErrorLabel(err), err)
 		return
 	}
 	if p.initFailing {
@@ -438,10 +428,10 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	st.runs++
 	st.unexplained = -1
 	for _, me := range res.Errors {
-		st.errs[probeErrKey{me.Measurement, measurementErrorLabel(me)}]++
+		st.errs[probeErrKey{me.Measurement, gpuprobe.MeasurementErrorLabel(me)}]++
 	}
 	if err != nil {
-		st.errs[probeErrKey{ProbeMeasurementProbe, probeErrorLabel(err)}]++
+		st.errs[probeErrKey{ProbeMeasurementProbe, gpuprobe.ErrorLabel(err)}]++
 		st.result = nil
 		if !st.failing {
 			p.logger.Warn("probe: device probe failed; retrying every interval", "gpu", st.gpu, "uuid", st.uuid, "cuda_ordinal", d.Ordinal, "err", err)
@@ -526,20 +516,16 @@ func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
 	p.publish()
 }
 
-var (
-	errProbeBusy      = errors.New("a previous probe call is still stuck in the driver")
-	errProbeAbandoned = errors.New("probe call abandoned past its deadline")
-	errProbePanic     = errors.New("probe panicked")
-	errNoDevice       = errors.New("CUDA lists no device")
-)
-
 // call runs f on a goroutine of its own under the probe deadline. A call
 // that has not returned a grace period after its deadline is abandoned (it
 // keeps its goroutine until the driver returns); until then later calls
-// fail at once with errProbeBusy, so at most one call is ever stuck.
+// fail at once with gpuprobe.ErrBusy, so at most one call is ever stuck.
+// This layer is the collector's own on top of gpuprobe.Probe's (which also
+// answers ErrBusy while an abandoned driver call runs): it also bounds a
+// Prober that does not honour its context, and recovers its panics.
 func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error) error {
 	if !p.busy.CompareAndSwap(false, true) {
-		return errProbeBusy
+		return gpuprobe.ErrBusy
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	done := make(chan error, 1)
@@ -550,7 +536,7 @@ func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error
 		var err error
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: %v", errProbePanic, r)
+				err = fmt.Errorf("%w: %v", gpuprobe.ErrPanic, r)
 			}
 			p.busy.Store(false)
 			close(finished)
@@ -566,63 +552,8 @@ func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-abandon.C:
-		return fmt.Errorf("%w (%s)", errProbeAbandoned, p.timeout)
+		return fmt.Errorf("probe call abandoned past its deadline (%s): %w", p.timeout, context.DeadlineExceeded)
 	}
-}
-
-// probeErrorLabel is the error label of a failed probe or device listing:
-// a small fixed set, CUDA error names in lower case without CUDA_ERROR_.
-func probeErrorLabel(err error) string {
-	var ce *gpuprobe.CUDAError
-	switch {
-	case errors.Is(err, errProbeAbandoned), errors.Is(err, context.DeadlineExceeded):
-		return errDeadline
-	case errors.Is(err, errProbeBusy), errors.Is(err, gpuprobe.ErrBusy):
-		return "busy"
-	case errors.Is(err, errProbePanic):
-		return "panic"
-	case errors.Is(err, errNoDevice):
-		return "no_device"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &ce):
-		return cudaErrorLabel(ce.Code, ce.Name)
-	}
-	return "other"
-}
-
-// measurementErrorLabel is the error label of one failed measurement.
-func measurementErrorLabel(me gpuprobe.MeasurementError) string {
-	switch {
-	case me.Code != 0:
-		return cudaErrorLabel(me.Code, "")
-	case strings.Contains(me.Err, context.DeadlineExceeded.Error()):
-		return errDeadline
-	case strings.Contains(me.Err, context.Canceled.Error()):
-		return "canceled"
-	}
-	return "other"
-}
-
-// cudaErrorNames are the CUresult names of the codes a probe can meet.
-var cudaErrorNames = map[int]string{
-	1: "invalid_value", 2: "out_of_memory", 3: "not_initialized", 4: "deinitialized",
-	34: "stub_library", 46: "devices_unavailable", 100: "no_device", 101: "invalid_device",
-	200: "invalid_image", 201: "invalid_context", 209: "no_binary_for_gpu", 214: "ecc_uncorrectable",
-	218: "invalid_ptx", 222: "unsupported_ptx_version", 304: "operating_system", 400: "invalid_handle",
-	500: "not_found", 700: "illegal_address", 701: "launch_out_of_resources", 702: "launch_timeout",
-	719: "launch_failed", 801: "not_supported", 802: "system_not_ready", 803: "system_driver_mismatch",
-	804: "compat_not_supported_on_device", 999: "unknown",
-}
-
-func cudaErrorLabel(code int, name string) string {
-	if n, ok := cudaErrorNames[code]; ok {
-		return n
-	}
-	if rest, ok := strings.CutPrefix(name, "CUDA_ERROR_"); ok && rest != "" {
-		return strings.ToLower(rest)
-	}
-	return "cuda_error_" + strconv.Itoa(code)
 }
 
 var (

@@ -167,7 +167,7 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collec
 		}
 	}
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
-		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", collector.ProbeTimeout(cfg))
+		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv}
 	// The sampler keeps each GPU's visible-process timeline for the
 	// unexplained stolen time.

@@ -52,7 +52,7 @@ type Options struct {
 	// SampleInterval is how often NVML is sampled during a probe; 0:
 	// SampleInterval.
 	SampleInterval time.Duration
-	// ProbeTimeout bounds one probe; 0: ProbeTimeout(Probe).
+	// ProbeTimeout bounds one probe; 0: gpuprobe.Deadline(Probe).
 	ProbeTimeout time.Duration
 	Logger       *slog.Logger
 }
@@ -62,25 +62,6 @@ type Options struct {
 type BadInputError struct{ Msg string }
 
 func (e *BadInputError) Error() string { return e.Msg }
-
-// Probe deadlines: a probe that overruns its GPU-time budget this many
-// times, plus the slack (module JIT, context creation, allocation), is cut
-// off by its context; with the fill test the fill slack is added (touching
-// up to hundreds of GiB).
-const (
-	ProbeTimeoutFactor = 4
-	ProbeTimeoutSlack  = 30 * time.Second
-	FillTimeoutSlack   = 2 * time.Minute
-)
-
-// ProbeTimeout is the deadline of one probe with cfg.
-func ProbeTimeout(cfg gpuprobe.Config) time.Duration {
-	t := ProbeTimeoutFactor*cfg.GPUTimeBudget + ProbeTimeoutSlack
-	if cfg.Fill {
-		t += FillTimeoutSlack
-	}
-	return t
-}
 
 // Run gathers, measures and judges, and returns the report. It fails only
 // when ctx ends or an option is impossible on this host (*BadInputError);
@@ -157,7 +138,7 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 	if prober != nil {
 		timeout := o.ProbeTimeout
 		if timeout <= 0 {
-			timeout = ProbeTimeout(o.Probe)
+			timeout = gpuprobe.Deadline(o.Probe)
 		}
 		for round := 0; round < o.Repeat; round++ {
 			if round > 0 && o.Interval > 0 {
