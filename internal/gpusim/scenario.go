@@ -16,6 +16,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpulens/gpulens/internal/yamlerr"
 )
 
 // Limits that keep a scenario (and a fuzzer) from asking for absurd work.
@@ -232,28 +234,9 @@ type rawFault struct {
 
 // ---- errors ----
 
-// ParseError is one problem in a scenario file, located by line and field path.
-type ParseError struct {
-	Source string
-	Line   int    // 0 when unknown
-	Path   string // e.g. "devices[1].util.period"; empty for whole-file problems
-	Msg    string
-}
-
-func (e *ParseError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Source)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// ParseError is one problem in a scenario file, located by line and field
+// path ("my.yaml:12: devices[1].util.period: ...").
+type ParseError = yamlerr.Error
 
 // errList collects ParseErrors, resolving paths to lines.
 type errList struct {
@@ -382,7 +365,6 @@ func checkKnownFields(n *yaml.Node, t reflect.Type, path string, l *errList) {
 }
 
 var (
-	lineRE  = regexp.MustCompile(`line (\d+): `)
 	valueRE = regexp.MustCompile("`([^`]*)`")
 )
 
@@ -413,12 +395,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	l := &errList{source: source, lines: map[string]int{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		line := 0
-		if m := lineRE.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = strings.Replace(msg, m[0], "", 1)
-		}
+		line, msg := yamlerr.SplitLine(err.Error())
 		l.addLine(line, "", "invalid YAML: "+msg)
 		return nil, l.err()
 	}
@@ -444,12 +421,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			for _, e := range te.Errors {
-				line := 0
-				msg := e
-				if m := lineRE.FindStringSubmatch(e); m != nil {
-					line, _ = strconv.Atoi(m[1])
-					msg = strings.Replace(e, m[0], "", 1)
-				}
+				line, msg := yamlerr.SplitLine(e)
 				l.addLine(line, pathForError(byLine[line], msg), msg)
 			}
 		} else {

@@ -26,10 +26,11 @@ import (
 	"path"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpulens/gpulens/internal/yamlerr"
 )
 
 // MaxPrice bounds a price: more per GPU-hour is a monthly or yearly price
@@ -189,27 +190,9 @@ func CheckPrice(p float64) error {
 
 // ---- parsing ----
 
-// Error is one problem in a price file, located by line and field path.
-type Error struct {
-	Source string
-	Line   int    // 0 when unknown
-	Path   string // models["NVIDIA H100*"], overrides[1].node; empty for the whole file
-	Msg    string
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Source)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// Error is one problem in a price file, located by line and field path
+// (models["NVIDIA H100*"], overrides[1].node; empty for the whole file).
+type Error = yamlerr.Error
 
 // maxErrors bounds the problems reported for one file.
 const maxErrors = 20
@@ -247,12 +230,7 @@ func Parse(data []byte, source string) (*Table, error) {
 	p := &parser{source: source}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		line := 0
-		if m := lineRE.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = strings.Replace(msg, m[0], "", 1)
-		}
+		line, msg := yamlerr.SplitLine(err.Error())
 		return nil, &Error{Source: source, Line: line, Msg: "invalid YAML: " + msg}
 	}
 	if len(doc.Content) == 0 {
@@ -288,7 +266,6 @@ func Parse(data []byte, source string) (*Table, error) {
 }
 
 var (
-	lineRE      = regexp.MustCompile(`line (\d+): `)
 	labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
