@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -225,7 +224,7 @@ func probeOnce(ctx context.Context, p gpuprobe.Prober, ordinal int, cfg gpuprobe
 	}
 	if err != nil {
 		msg := err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
+		if gpuprobe.ErrorLabel(err) == gpuprobe.LabelDeadline {
 			msg = fmt.Sprintf("probe did not finish within %s: %v", timeout, err)
 		}
 		return ProbeRun{Error: msg}
