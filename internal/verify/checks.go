@@ -383,7 +383,7 @@ func (e *deviceEval) virtualization() Check {
 	switch n.Virtualization {
 	case "":
 		why := n.Why("GetVirtualizationMode")
-		if strings.HasPrefix(why, "not available") {
+		if unsupported(n, "GetVirtualizationMode") {
 			return check(id, title, StatusPass, "NVML reports no virtualization mode (%s): no vGPU", why)
 		}
 		return notMeasured(id, title, why)
@@ -413,7 +413,7 @@ func (e *deviceEval) mig() Check {
 	switch {
 	case n.MIGEnabled == nil:
 		why := n.Why("GetMigMode")
-		if strings.HasPrefix(why, "not available") {
+		if unsupported(n, "GetMigMode") {
 			return check(id, title, StatusPass, "MIG not supported on this GPU: the whole GPU")
 		}
 		return notMeasured(id, title, why)
@@ -421,6 +421,17 @@ func (e *deviceEval) mig() Check {
 		return check(id, title, StatusWarn, "MIG is on (%d instance(s)) but this CUDA device did not match one: a slice of a GPU", len(n.MIGInstances))
 	}
 	return check(id, title, StatusPass, "MIG off: the whole GPU")
+}
+
+// unsupported says whether NVML answered call with "not supported" (and
+// no error): the GPU lacks the feature, which is a fact, not a gap.
+func unsupported(n *GPUFacts, call string) bool {
+	for _, e := range n.Errors {
+		if e.Call == call {
+			return false
+		}
+	}
+	return slices.Contains(n.NotAvailable, call)
 }
 
 func (e *deviceEval) sliceShare() string {

@@ -474,6 +474,25 @@ func TestVerdictRules(t *testing.T) {
 			exit: ExitPass,
 		},
 		{
+			name: "MIG not supported is the whole GPU",
+			change: func(f *fixture) {
+				f.dev.NVML.MIGEnabled = nil
+				f.dev.NVML.NotAvailable = []string{"GetMigMode"}
+			},
+			want: []want{{CheckMIG, StatusPass, []string{"MIG not supported on this GPU: the whole GPU"}}},
+			exit: ExitPass,
+		},
+		{
+			name: "a MIG mode error is not measured, even if the call is also listed not available",
+			change: func(f *fixture) {
+				f.dev.NVML.MIGEnabled = nil
+				f.dev.NVML.NotAvailable = []string{"GetMigMode"}
+				f.dev.NVML.Errors = []CallError{{Call: "GetMigMode", Err: "ERROR_UNKNOWN"}}
+			},
+			want: []want{{CheckMIG, StatusWarn, []string{"not measured: NVML GetMigMode: ERROR_UNKNOWN"}}},
+			exit: ExitPass,
+		},
+		{
 			name:   "passthrough is dedicated",
 			change: func(f *fixture) { f.dev.NVML.Virtualization = VirtPassthrough },
 			want:   []want{{CheckVirt, StatusPass, []string{"passthrough: the whole GPU is given to this VM"}}},
