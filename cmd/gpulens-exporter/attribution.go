@@ -16,7 +16,6 @@ import (
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/cgroup"
 	"github.com/gpulens/gpulens/internal/cliflag"
-	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/podresources"
 )
 
@@ -53,21 +52,11 @@ func (f *attributionFlags) validate() error {
 
 // setupAttribution builds the process options: procfs and cgroup
 // attribution, and the pod-resources client refreshed every interval in the
-// background. Under simulation (fleet not nil) the simulated tenants stand in
-// for procfs, cgroups and the kubelet: simulated pids are not this host's.
+// background (realSources; simSources has the simulated tenants stand in).
 // stop ends the refresh and closes the connection.
-func setupAttribution(ctx context.Context, f attributionFlags, interval time.Duration, fleet *gpusim.Fleet, logger *slog.Logger) (opts collector.ProcessOptions, stop func()) {
+func setupAttribution(ctx context.Context, f attributionFlags, interval time.Duration, logger *slog.Logger) (opts collector.ProcessOptions, stop func()) {
 	opts = collector.ProcessOptions{ProcRoot: f.procfs, MaxPerGPU: f.maxPerGPU}
 	stop = func() {}
-	if fleet != nil {
-		opts.ProcRoot = os.DevNull // not a directory: procfs reads are off
-		opts.Attributor = simAttributor{fleet}
-		opts.Allocations = simAllocations{fleet}
-		// The tenants' CPU, memory and I/O cost nothing to read: every cycle.
-		opts.Usage, opts.UsageInterval = simUsage{fleet}, interval
-		logger.Info("simulated GPUs: process names, pods and host usage come from the scenario's tenants, not from procfs or the kubelet")
-		return opts, stop
-	}
 	opts.Attributor = &cgroupAttributor{procRoot: f.procfs, logs: f.containerLogs, logger: logger}
 	client, err := podresources.Dial(ctx, f.podResources, f.podResourcesWait, logger)
 	if err != nil {
@@ -104,15 +93,6 @@ func setupAttribution(ctx context.Context, f attributionFlags, interval time.Dur
 			logger.Warn("closing pod-resources client", "err", err)
 		}
 	}
-}
-
-// hostSource reads the host's pressure and CPU count: from --path.procfs,
-// or from the scenario's host under simulation (fleet not nil).
-func hostSource(f attributionFlags, fleet *gpusim.Fleet) collector.HostSource {
-	if fleet != nil {
-		return simHost{fleet}
-	}
-	return collector.NewProcfsHost(f.procfs, nil)
 }
 
 // podAllocations adapts the pod-resources client to the collector.

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -31,8 +30,8 @@ import (
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/pricing"
+	"github.com/gpulens/gpulens/internal/simflag"
 )
 
 func main() {
@@ -50,10 +49,7 @@ type options struct {
 	maxRequests   int
 	interval      time.Duration
 	deviceTimeout time.Duration
-	simScenario   string
-	simSeed       int64
-	simStart      time.Time // zero: when the exporter starts
-	simSpeed      float64
+	sim           *simflag.Flags
 	collectors    map[string]*bool
 	xid           *bool
 	attribution   attributionFlags
@@ -74,10 +70,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
 	cliflag.Duration(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
 	cliflag.Duration(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
-	app.Flag("sim.scenario", "Replace NVML with a simulated fleet: a built-in scenario ("+joinNames(gpusim.BuiltinNames())+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
-	app.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same values at the same elapsed time.").Default("1").Int64Var(&o.simSeed)
-	simStart := app.Flag("sim.start", "Sim time zero of the simulated fleet, as Unix seconds (1767225600.5) or RFC 3339 (2026-01-01T00:00:00Z), at most "+gpusim.MaxStartAge.String()+" ago and "+gpusim.MaxStartAhead.String()+" ahead (sim time stays 0 until then); default: when the exporter starts. Processes given the same start and seed (gpulens-verify --sim.start, another exporter) see the same GPUs at the same moment.").PlaceHolder("TIME").String()
-	app.Flag("sim.speed", "Sim seconds per real second of the simulated fleet (at most "+fmt.Sprint(gpusim.MaxSpeed)+"): every time of the scenario, fault delays included, passes this many times faster. For tests that compress a scenario's hour into a minute; scale --sampler.device-timeout and Prometheus's intervals with it.").Default("1").Float64Var(&o.simSpeed)
+	o.sim = simflag.Add(app, "Replace NVML with a simulated fleet")
+	o.sim.AddSpeed(app)
 	for _, f := range collector.Factories() {
 		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
 	}
@@ -93,18 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
-	if *simStart != "" {
-		if o.simScenario == "" {
-			return nil, fmt.Errorf("--sim.start needs --sim.scenario")
-		}
-		t, err := gpusim.ParseStart(*simStart, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("--sim.start: %w", err)
-		}
-		o.simStart = t
-	}
-	if !(o.simSpeed > 0 && o.simSpeed <= gpusim.MaxSpeed) {
-		return nil, fmt.Errorf("--sim.speed must be above 0 and at most %d, got %v", gpusim.MaxSpeed, o.simSpeed)
+	if err := o.sim.Validate(time.Now()); err != nil {
+		return nil, err
 	}
 	if o.interval < minSamplerInterval {
 		return nil, fmt.Errorf("--sampler.interval must be at least %s, got %s: every GPU is read once per interval, and shorter intervals only burn CPU", minSamplerInterval, o.interval)
@@ -166,38 +150,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-// openLibrary returns the NVML library to read: the real one, or a
-// simulated fleet (then fleet is not nil).
-func openLibrary(o *options, logger *slog.Logger) (lib nvml.Interface, fleet *gpusim.Fleet, err error) {
-	if o.simScenario == "" {
-		return nvml.New(), nil, nil
-	}
-	sc, err := gpusim.Load(o.simScenario)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--sim.scenario: %w", err)
-	}
-	fleet, err = gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart, Speed: o.simSpeed})
-	if err != nil {
-		return nil, nil, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
-	}
-	logger.Warn("SIMULATED GPUs: no real NVML is read; every GPU is labelled simulated=\"true\"", "scenario", sc.Name, "seed", o.simSeed, "speed", o.simSpeed)
-	return fleet.Interface(), fleet, nil
-}
-
 func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	logger.Info("starting gpulens-exporter", "version", version.Info(), "build_context", version.BuildContext())
-	lib, fleet, err := openLibrary(o, logger)
+	// The real or the simulated GPUs, host and prices: chosen there only.
+	src, err := openSources(ctx, o, logger)
 	if err != nil {
 		return err
 	}
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return fmt.Errorf("initialising NVML: %s (is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path? Try --sim.scenario=dgx-h100 to run without a GPU)", ret.Error())
-	}
-	defer func() {
-		if ret := lib.Shutdown(); ret != nvml.SUCCESS {
-			logger.Warn("NVML shutdown", "err", ret.Error())
-		}
-	}()
+	defer src.close()
 
 	var enabled []collector.NamedCollector
 	for _, f := range collector.Factories() {
@@ -205,7 +165,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 			enabled = append(enabled, collector.NamedCollector{Name: f.Name, Collector: f.New()})
 		}
 	}
-	if src := priceSource(o.cost, fleet, logger); src != nil {
+	if src := priceSource(o.cost, src.prices, logger); src != nil {
 		enabled = append(enabled, collector.NamedCollector{Name: collector.CostCollectorName, Collector: collector.NewCostCollector(src)})
 	}
 	names := make([]string, 0, len(enabled)+1)
@@ -217,11 +177,9 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	}
 	logger.Info("enabled collectors", "collectors", joinNames(names))
 
-	procOpts, stopAttribution := setupAttribution(ctx, o.attribution, o.interval, fleet, logger)
-	defer stopAttribution()
-	sampler, err := collector.NewSampler(lib, enabled, *o.xid, collector.Config{
-		Interval: o.interval, DeviceTimeout: o.deviceTimeout, Simulated: o.simScenario != "", Logger: logger,
-		Processes: procOpts,
+	sampler, err := collector.NewSampler(src.nvml, enabled, *o.xid, collector.Config{
+		Interval: o.interval, DeviceTimeout: o.deviceTimeout, Simulated: src.simulated, Logger: logger,
+		Processes: src.processes,
 	})
 	if err != nil {
 		return err
@@ -235,13 +193,13 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 		collectors.NewGoCollector(),
 		collector.NewProcessCollector(), // client_golang's, without its per-scrape /proc/stat and netstat reads
 		// gpulens_host_*: the host's pressure (PSI) and CPU count.
-		collector.NewHostCollector(hostSource(o.attribution, fleet)),
+		collector.NewHostCollector(src.host),
 	)
 	// The probe runs on its own goroutine and publishes a snapshot that the
 	// exposition renders with the rest; a scrape never calls CUDA.
 	var probe *collector.ProbeCollector
 	if o.probe.enabled {
-		if probe, err = newProbe(o.probe, o.probeConfig, fleet, sampler, logger); err != nil {
+		if probe, err = newProbe(o.probe, o.probeConfig, src.prober, sampler, logger); err != nil {
 			return err
 		}
 		reg.MustRegister(probe)
@@ -423,9 +381,9 @@ func (f *costFlags) validate() error {
 	return err
 }
 
-// priceSource prices the GPUs from the cost flags, else from a simulated
-// scenario's prices; nil: no price, no cost collector.
-func priceSource(f costFlags, fleet *gpusim.Fleet, logger *slog.Logger) collector.PriceSource {
+// priceSource prices the GPUs from the cost flags, else from the sources'
+// own prices (a simulated scenario's); nil: no price, no cost collector.
+func priceSource(f costFlags, own collector.PriceSource, logger *slog.Logger) collector.PriceSource {
 	switch {
 	case f.resolver != nil:
 		return collector.PriceFunc(func(d collector.Device) (float64, bool) {
@@ -441,9 +399,9 @@ func priceSource(f costFlags, fleet *gpusim.Fleet, logger *slog.Logger) collecto
 			logger.Info("GPU priced", "gpu", d.Index, "name", d.Name, "usd_per_hour", p.USDPerHour, "from", from)
 			return p.USDPerHour, true
 		})
-	case fleet != nil && fleet.Scenario().HasPrices():
+	case own != nil:
 		logger.Info("simulated GPUs priced from the scenario's price_usd_per_hour (no --cost.* flag given)")
-		return collector.PriceFunc(func(d collector.Device) (float64, bool) { return fleet.PriceUSDPerHour(d.UUID) })
+		return own
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
 )
 
 // Bounds of the probe flags.
@@ -130,10 +128,9 @@ func formatBytes(n uint64) string {
 	return strconv.FormatUint(n, 10) + "B"
 }
 
-// newProbe builds the continuous probe over the simulated fleet's CUDA
-// driver (fleet not nil) or over libcuda, loaded at the first run and
-// retried every interval while it cannot be.
-func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
+// newProbe builds the continuous probe over the CUDA driver prober opens
+// (the sources': libcuda or the simulated fleet's).
+func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) collector.OpenProber, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
 	popts := gpuprobe.Options{Logger: logger}
 	// NVML's free memory (from the sampler's snapshot) before the probe
 	// creates a context, and the MIG instances CUDA does not show it.
@@ -141,31 +138,7 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, fleet *gpusim.Fleet, dir collec
 	if nv != nil {
 		popts.FreeMemory = func(d gpuprobe.DeviceInfo) (uint64, bool) { return nv.FreeMemory(d.UUID) }
 	}
-	var open collector.OpenProber
-	if fleet != nil {
-		drv := fleet.ProbeDriver()
-		open = func() (gpuprobe.Prober, func() error, error) { return gpuprobe.New(drv, popts), nil, nil }
-		logger.Info("probe: simulated CUDA driver of the scenario (--cuda.library is not loaded)")
-	} else {
-		open = func() (gpuprobe.Prober, func() error, error) {
-			c, err := gpuprobe.Open(f.cudaLibrary)
-			if err != nil {
-				return nil, nil, fmt.Errorf("--cuda.library %s: %w", f.cudaLibrary, err)
-			}
-			pr := gpuprobe.New(c, popts)
-			closeFn := func() error {
-				// A driver call abandoned at its deadline may still run:
-				// unload the library only once it has returned.
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				if pr.Wait(ctx) != nil {
-					return nil
-				}
-				return c.Close()
-			}
-			return pr, closeFn, nil
-		}
-	}
+	open := prober(popts)
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv}

@@ -10,11 +10,11 @@ import (
 // outside (0, 1000] are refused naming the flag.
 func TestSimSpeedFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--sim.scenario=minimal", "--sim.speed=40"}, io.Discard)
-	if err != nil || o.simSpeed != 40 {
+	if err != nil || o.sim.Speed != 40 {
 		t.Fatalf("--sim.speed=40: %+v, %v", o, err)
 	}
-	if o, err := parseFlags([]string{"--sim.scenario=minimal"}, io.Discard); err != nil || o.simSpeed != 1 {
-		t.Fatalf("default speed: %v, %v; want 1", o.simSpeed, err)
+	if o, err := parseFlags([]string{"--sim.scenario=minimal"}, io.Discard); err != nil || o.sim.Speed != 1 {
+		t.Fatalf("default speed: %v, %v; want 1", o.sim.Speed, err)
 	}
 	for _, v := range []string{"0", "-2", "1001", "NaN"} {
 		_, err := parseFlags([]string{"--sim.scenario=minimal", "--sim.speed=" + v}, io.Discard)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 
@@ -32,31 +31,11 @@ import (
 // GPU with the process).
 var burnGrace = 30 * time.Second
 
-// simStartHelp is --sim.start's help, for gpulens-verify and its burn.
-const simStartHelp = "Sim time zero of the simulated fleet, as Unix seconds (1767225600.5) or RFC 3339 (2026-01-01T00:00:00Z), at most 24h ago and 1h ahead; default: when the command starts. Processes given the same start and seed (gpulens-exporter --sim.start, gpulens-verify burn) see the same GPUs at the same moment."
-
-// parseSimStart validates --sim.start (empty: zero, the command's start).
-func parseSimStart(raw, scenario string) (time.Time, error) {
-	if raw == "" {
-		return time.Time{}, nil
-	}
-	if scenario == "" {
-		return time.Time{}, errors.New("--sim.start needs --sim.scenario")
-	}
-	t, err := gpusim.ParseStart(raw, time.Now())
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--sim.start: %w", err)
-	}
-	return t, nil
-}
-
 type burnOptions struct {
 	cfg         gpuprobe.BurnConfig
 	device      int
 	outputJSON  string
-	simScenario string
-	simSeed     int64
-	simStart    time.Time
+	sim         *simflag.Flags
 	cudaLibrary string
 	log         *promslog.Config
 }
@@ -67,15 +46,13 @@ func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
 	app.ErrorWriter(stderr)
 	o := &burnOptions{log: &promslog.Config{Writer: stderr}}
 	mem := sizeValue{name: "memory", v: 1 << 30}
-	var memRaw, startRaw string
+	var memRaw string
 	cliflag.Duration(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
 	app.Flag("memory", "Device memory to allocate, touch and hold while burning, e.g. 2GiB; 0 for none.").Default("1GiB").StringVar(&memRaw)
 	cliflag.Duration(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
 	app.Flag("device", "CUDA ordinal of the GPU to burn (CUDA's order: set CUDA_DEVICE_ORDER=PCI_BUS_ID to match NVML's).").Default("0").IntVar(&o.device)
 	app.Flag("output.json", "Also write the result as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
-	app.Flag("sim.scenario", "Burn a simulated GPU instead of a real one: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
-	app.Flag("sim.seed", "Seed of the simulated fleet.").Default("1").Int64Var(&o.simSeed)
-	app.Flag("sim.start", simStartHelp).PlaceHolder("TIME").StringVar(&startRaw)
+	o.sim = simflag.Add(app, "Burn a simulated GPU instead of a real one")
 	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-verify"))
@@ -98,11 +75,9 @@ func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
 	if o.device < 0 {
 		return nil, fmt.Errorf("--device must be a CUDA ordinal (0 or more), got %d", o.device)
 	}
-	start, err := parseSimStart(startRaw, o.simScenario)
-	if err != nil {
+	if err := o.sim.Validate(time.Now()); err != nil {
 		return nil, err
 	}
-	o.simStart = start
 	if o.outputJSON != "" {
 		if st, err := os.Stat(filepath.Dir(o.outputJSON)); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("--output.json: folder %s does not exist", filepath.Dir(o.outputJSON))
@@ -143,38 +118,19 @@ func runBurn(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.cfg.Logger = logger
 	rep := &burnReport{SchemaVersion: 1, Tool: "gpulens-verify burn", Version: version.Version, PID: os.Getpid(),
 		Settings: burnSettings{Device: o.device, Duration: o.cfg.Duration, MemoryBytes: o.cfg.MemoryBytes, Launch: o.cfg.Launch}}
-	var drv gpuprobe.Driver
-	release := func() {}
-	if o.simScenario != "" {
-		sc, err := gpusim.Load(o.simScenario)
-		if err != nil {
-			fmt.Fprintf(stderr, "gpulens-verify burn: error: --sim.scenario: %v\n", err)
-			return verify.ExitBadInput
-		}
-		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart})
-		if err != nil {
-			fmt.Fprintf(stderr, "gpulens-verify burn: error: --sim.scenario %s: %v\n", o.simScenario, err)
-			return verify.ExitBadInput
-		}
-		logger.Warn("SIMULATED GPUs: no real GPU is used", "scenario", sc.Name, "seed", o.simSeed)
-		drv = fleet.ProbeDriver()
-		rep.Simulated = &verify.Simulation{Scenario: sc.Name, Seed: o.simSeed}
-	} else {
-		cuda, err := gpuprobe.Open(o.cudaLibrary)
-		if err != nil {
-			fmt.Fprintf(stderr, "gpulens-verify burn: error: %v\n", err)
-			rep.Error = err.Error()
-			writeBurnReport(o, rep, stderr)
-			return verify.ExitFail
-		}
-		drv = cuda
-		release = func() {
-			if err := cuda.Close(); err != nil {
-				logger.Warn("closing libcuda", "err", err)
-			}
-		}
+	g, err := openGPUs(o.sim, o.cudaLibrary, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpulens-verify burn: error: %v\n", err)
+		return verify.ExitBadInput
 	}
-	return burnWith(ctx, drv, o, rep, release, stdout, stderr)
+	rep.Simulated = g.sim
+	if g.driverErr != nil {
+		fmt.Fprintf(stderr, "gpulens-verify burn: error: %v\n", g.driverErr)
+		rep.Error = g.driverErr.Error()
+		writeBurnReport(o, rep, stderr)
+		return verify.ExitFail
+	}
+	return burnWith(ctx, g.driver, o, rep, g.close, stdout, stderr)
 }
 
 // burnWith runs the burn on its own goroutine and waits for it, giving up

@@ -16,8 +16,8 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/gpuspec"
+	"github.com/gpulens/gpulens/internal/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 
@@ -31,9 +31,7 @@ type options struct {
 	outputJSON  string
 	outputHTML  string
 	strict      bool
-	simScenario string
-	simSeed     int64
-	simStart    time.Time // zero: when gpulens-verify starts
+	sim         *simflag.Flags
 	cudaLibrary string
 	log         *promslog.Config
 }
@@ -47,7 +45,6 @@ type rawFlags struct {
 	expectCUDA, devices        string
 	expectDevices              int
 	expectDevicesSet           bool
-	simStart                   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -78,9 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	app.Flag("output.json", "Also write the report as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
 	app.Flag("output.html", "Also write the report as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
 	app.Flag("strict", "Exit 1 on warnings too, not only on failures.").Default("false").BoolVar(&o.strict)
-	app.Flag("sim.scenario", "Verify a simulated fleet instead of the real GPUs: a built-in scenario ("+strings.Join(gpusim.BuiltinNames(), ", ")+") or a scenario YAML file.").PlaceHolder("NAME|FILE").StringVar(&o.simScenario)
-	app.Flag("sim.seed", "Seed of the simulated fleet.").Default("1").Int64Var(&o.simSeed)
-	app.Flag("sim.start", simStartHelp).PlaceHolder("TIME").StringVar(&r.simStart)
+	o.sim = simflag.Add(app, "Verify a simulated fleet instead of the real GPUs")
 	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
 	flag.AddFlags(app, o.log)
 	app.Version(version.Print("gpulens-verify"))
@@ -89,11 +84,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 
-	start, err := parseSimStart(r.simStart, o.simScenario)
-	if err != nil {
+	if err := o.sim.Validate(time.Now()); err != nil {
 		return nil, err
 	}
-	o.simStart = start
 	if o.repeat < 1 {
 		return nil, fmt.Errorf("--repeat must be at least 1, got %d", o.repeat)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 
@@ -84,8 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return rep.Summary.ExitCode
 }
 
-// openSources opens NVML and the probe: the real libraries, or a simulated
-// fleet's. A missing library is reported in the Sources (the report says
+// openSources opens NVML and the probe over the GPUs openGPUs chose (the
+// real libraries, or a simulated fleet's). A missing library is reported in the Sources (the report says
 // what it could not measure), not as an error; a bad --sim.scenario is.
 func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simulation, func(), error) {
 	var src verify.Sources
@@ -95,34 +94,14 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 			closers[i]()
 		}
 	}
-	var lib nvml.Interface
-	var drv gpuprobe.Driver
-	var sim *verify.Simulation
-	if o.simScenario != "" {
-		sc, err := gpusim.Load(o.simScenario)
-		if err != nil {
-			return src, nil, closeAll, fmt.Errorf("--sim.scenario: %w", err)
-		}
-		fleet, err := gpusim.New(sc, gpusim.Options{Seed: o.simSeed, Start: o.simStart})
-		if err != nil {
-			return src, nil, closeAll, fmt.Errorf("--sim.scenario %s: %w", o.simScenario, err)
-		}
-		logger.Warn("SIMULATED GPUs: no real GPU is measured", "scenario", sc.Name, "seed", o.simSeed)
-		lib, drv = fleet.Interface(), fleet.ProbeDriver()
-		sim = &verify.Simulation{Scenario: sc.Name, Seed: o.simSeed}
-	} else {
-		lib = nvml.New()
-		cuda, err := gpuprobe.Open(o.cudaLibrary)
-		if err != nil {
-			src.CUDAError = err.Error()
-		} else {
-			drv = cuda
-			closers = append(closers, func() {
-				if err := cuda.Close(); err != nil {
-					logger.Warn("closing libcuda", "err", err)
-				}
-			})
-		}
+	g, err := openGPUs(o.sim, o.cudaLibrary, logger)
+	if err != nil {
+		return src, nil, closeAll, err
+	}
+	closers = append(closers, g.close)
+	lib, drv := g.nvml, g.driver
+	if g.driverErr != nil {
+		src.CUDAError = g.driverErr.Error()
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		src.NVMLError = "initialising NVML: " + ret.Error()
@@ -152,5 +131,5 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 			}
 		})
 	}
-	return src, sim, closeAll, nil
+	return src, g.sim, closeAll, nil
 }

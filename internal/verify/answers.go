@@ -48,8 +48,6 @@ func worst(m map[string]Check, ids ...string) Status {
 	return s
 }
 
-func isNotMeasured(c Check) bool { return strings.HasPrefix(c.Reason, notMeasuredPrefix) }
-
 func (e *deviceEval) answers() []Answer {
 	m := byID(e.d.Checks)
 	answer := func(id string, status Status, text string) Answer {
@@ -104,7 +102,7 @@ func (e *deviceEval) sharing(m map[string]Check) string {
 		} else {
 			parts = append(parts, "the whole GPU, no hypervisor sharing it")
 		}
-		if c, ok := m[CheckProcesses]; ok && !isNotMeasured(c) {
+		if c, ok := m[CheckProcesses]; ok && !c.NotMeasured {
 			parts = append(parts, "no other process visible")
 		}
 		if st, _ := e.invisible(); st != nil {
@@ -160,17 +158,16 @@ func (e *deviceEval) reserved(m map[string]Check) string {
 		{CheckFP16, "FP16 tensor", f.FP16TensorFLOPS},
 		{CheckBF16, "BF16 tensor", f.BF16TensorFLOPS},
 	} {
-		c := m[x.id]
-		share := shareIn(c.Reason)
+		c, judged := m[x.id]
 		switch {
-		case x.st == nil:
+		case !judged || c.NotMeasured || x.st == nil:
 			missing = append(missing, x.name)
-		case share == "":
+		case c.Share == nil:
 			ok = append(ok, x.name+" unjudged")
 		case c.Status == StatusPass:
-			ok = append(ok, x.name+" "+share)
+			ok = append(ok, x.name+" "+fmtPct(*c.Share))
 		default:
-			low = append(low, x.name+" "+share)
+			low = append(low, x.name+" "+fmtPct(*c.Share))
 		}
 	}
 	var s string
@@ -191,25 +188,11 @@ func (e *deviceEval) reserved(m map[string]Check) string {
 		s += "; not measured: " + strings.Join(missing, ", ")
 	}
 	for _, id := range []string{CheckThrottle, CheckPowerLimit, CheckPCIe} {
-		if c, ok := m[id]; ok && c.Status != StatusPass && !isNotMeasured(c) {
+		if c, ok := m[id]; ok && c.Status != StatusPass && !c.NotMeasured {
 			s += "; " + strings.ToLower(c.Title) + ": " + c.Reason
 		}
 	}
 	return s
-}
-
-// shareIn extracts the "87 %" a figure check's reason quotes ("" if none).
-func shareIn(reason string) string {
-	i := strings.Index(reason, " % of the ")
-	if i < 0 {
-		return ""
-	}
-	j := strings.LastIndexAny(reason[:i], " (")
-	v := reason[j+1 : i]
-	if _, err := strconv.ParseFloat(v, 64); err != nil {
-		return ""
-	}
-	return v + " %"
 }
 
 func (e *deviceEval) neighbours(m map[string]Check) string {
@@ -224,14 +207,14 @@ func (e *deviceEval) neighbours(m map[string]Check) string {
 			}
 		}
 		if c.Status != StatusPass {
-			if isNotMeasured(c) {
+			if c.NotMeasured {
 				verdict = "unknown"
 			} else {
 				verdict = "yes"
 			}
 		}
 	}
-	if c, ok := m[CheckVariability]; ok && !isNotMeasured(c) {
+	if c, ok := m[CheckVariability]; ok && !c.NotMeasured {
 		if c.Status != StatusPass && verdict != "yes" {
 			verdict = "likely"
 		}

@@ -100,15 +100,18 @@ const (
 	CheckECCErrors    = "ecc_errors"
 	CheckRetirement   = "memory_retirement"
 	CheckProbeErrors  = "probe_errors"
-	notMeasuredPrefix = "not measured: "
 )
+
+// notMeasuredPrefix begins the reason of a check that was not measured,
+// for people; code reads Check.NotMeasured.
+const notMeasuredPrefix = "not measured: "
 
 func check(id, title string, s Status, format string, args ...any) Check {
 	return Check{ID: id, Title: title, Status: s, Reason: fmt.Sprintf(format, args...)}
 }
 
 func notMeasured(id, title, why string) Check {
-	return Check{ID: id, Title: title, Status: StatusWarn, Reason: notMeasuredPrefix + why}
+	return Check{ID: id, Title: title, Status: StatusWarn, Reason: notMeasuredPrefix + why, NotMeasured: true}
 }
 
 // deviceEval judges one device.
@@ -238,12 +241,12 @@ func (e *deviceEval) checks() []Check {
 	comp, mem := e.shares()
 	f := e.d.Figures
 	cs = append(cs,
-		e.figure(CheckH2D, "Host to device bandwidth", "h2d", f.H2DBytesPerSecond, ex.H2DBytesPerSecond, fmtRate),
-		e.figure(CheckD2H, "Device to host bandwidth", "d2h", f.D2HBytesPerSecond, ex.D2HBytesPerSecond, fmtRate),
-		e.figure(CheckDeviceCopy, "Device memory bandwidth", "device_copy", f.DeviceCopyBytesPerSecond, ex.DeviceCopyBytesPerSecond*mem, fmtRate),
-		e.figure(CheckFP32, "FP32 throughput", "fp32", f.FP32FLOPS, ex.FP32FLOPS*comp, fmtFLOPS),
-		e.figure(CheckFP16, "FP16 tensor throughput", "fp16_tensor", f.FP16TensorFLOPS, ex.FP16TensorFLOPS*comp, fmtFLOPS),
-		e.figure(CheckBF16, "BF16 tensor throughput", "bf16_tensor", f.BF16TensorFLOPS, ex.BF16TensorFLOPS*comp, fmtFLOPS),
+		e.figure(CheckH2D, "Host to device bandwidth", "h2d", f.H2DBytesPerSecond, ex.H2DBytesPerSecond, UnitBytesPerSecond, fmtRate),
+		e.figure(CheckD2H, "Device to host bandwidth", "d2h", f.D2HBytesPerSecond, ex.D2HBytesPerSecond, UnitBytesPerSecond, fmtRate),
+		e.figure(CheckDeviceCopy, "Device memory bandwidth", "device_copy", f.DeviceCopyBytesPerSecond, ex.DeviceCopyBytesPerSecond*mem, UnitBytesPerSecond, fmtRate),
+		e.figure(CheckFP32, "FP32 throughput", "fp32", f.FP32FLOPS, ex.FP32FLOPS*comp, UnitFLOPS, fmtFLOPS),
+		e.figure(CheckFP16, "FP16 tensor throughput", "fp16_tensor", f.FP16TensorFLOPS, ex.FP16TensorFLOPS*comp, UnitFLOPS, fmtFLOPS),
+		e.figure(CheckBF16, "BF16 tensor throughput", "bf16_tensor", f.BF16TensorFLOPS, ex.BF16TensorFLOPS*comp, UnitFLOPS, fmtFLOPS),
 		e.launch(),
 	)
 	if len(e.d.Runs) >= CVMinRuns {
@@ -302,21 +305,22 @@ func (e *deviceEval) vram() Check {
 		return notMeasured(id, title, why)
 	}
 	if e.spec == nil {
-		return check(id, title, StatusWarn, "you see %s; no spec to compare it with", fmtGiB(total))
+		return check(id, title, StatusWarn, "you see %s; no spec to compare it with", fmtGiB(total)).measuring(total, UnitBytes)
 	}
 	specBytes := float64(e.spec.MemoryBytes)
 	share := total / specBytes
-	if e.d.MIG != nil {
-		return check(id, title, StatusWarn, "you see %s of %s's %s: a MIG slice (%s)", fmtGiB(total), e.specName(), fmtGiB(specBytes), e.d.MIG.Profile)
-	}
+	var c Check
 	switch {
+	case e.d.MIG != nil:
+		c = check(id, title, StatusWarn, "you see %s of %s's %s: a MIG slice (%s)", fmtGiB(total), e.specName(), fmtGiB(specBytes), e.d.MIG.Profile)
 	case share >= VRAMWarnShare:
-		return check(id, title, StatusPass, "you see %s of %s's %s (%s)", fmtGiB(total), e.specName(), fmtGiB(specBytes), fmtPct(share))
+		c = check(id, title, StatusPass, "you see %s of %s's %s (%s)", fmtGiB(total), e.specName(), fmtGiB(specBytes), fmtPct(share))
 	case share >= VRAMFailShare:
-		return check(id, title, StatusWarn, "you see %s of %s's %s (%s): more is held back than ECC or the driver need", fmtGiB(total), e.specName(), fmtGiB(specBytes), fmtPct(share))
+		c = check(id, title, StatusWarn, "you see %s of %s's %s (%s): more is held back than ECC or the driver need", fmtGiB(total), e.specName(), fmtGiB(specBytes), fmtPct(share))
 	default:
-		return check(id, title, StatusFail, "you see %s of %s's %s: a vGPU profile or partition", fmtGiB(total), e.specName(), fmtGiB(specBytes))
+		c = check(id, title, StatusFail, "you see %s of %s's %s: a vGPU profile or partition", fmtGiB(total), e.specName(), fmtGiB(specBytes))
 	}
+	return c.measuring(total, UnitBytes).against(specBytes, share)
 }
 
 func (e *deviceEval) vramExpected() Check {
@@ -326,10 +330,11 @@ func (e *deviceEval) vramExpected() Check {
 	if total == 0 {
 		return notMeasured(id, title, e.probeWhy())
 	}
+	status := StatusFail
 	if total >= want*(1-ExpectVRAMTolerance) {
-		return check(id, title, StatusPass, "you see %s; you expect %s", fmtGiB(total), fmtGiB(want))
+		status = StatusPass
 	}
-	return check(id, title, StatusFail, "you see %s; you expect %s", fmtGiB(total), fmtGiB(want))
+	return check(id, title, status, "you see %s; you expect %s", fmtGiB(total), fmtGiB(want)).measuring(total, UnitBytes).against(want, total/want)
 }
 
 func (e *deviceEval) vramFree() Check {
@@ -353,7 +358,11 @@ func (e *deviceEval) vramFree() Check {
 			msg += ": less than reported free"
 		}
 	}
-	return Check{ID: id, Title: title, Status: status, Reason: msg}
+	c := Check{ID: id, Title: title, Status: status, Reason: msg}
+	if total > 0 {
+		c = c.measuring(free, UnitBytes).against(total, free/total)
+	}
+	return c
 }
 
 func (e *deviceEval) fillStopped() string {
@@ -374,7 +383,7 @@ func (e *deviceEval) virtualization() Check {
 	switch n.Virtualization {
 	case "":
 		why := n.Why("GetVirtualizationMode")
-		if strings.HasPrefix(why, "not available") {
+		if unsupported(n, "GetVirtualizationMode") {
 			return check(id, title, StatusPass, "NVML reports no virtualization mode (%s): no vGPU", why)
 		}
 		return notMeasured(id, title, why)
@@ -404,7 +413,7 @@ func (e *deviceEval) mig() Check {
 	switch {
 	case n.MIGEnabled == nil:
 		why := n.Why("GetMigMode")
-		if strings.HasPrefix(why, "not available") {
+		if unsupported(n, "GetMigMode") {
 			return check(id, title, StatusPass, "MIG not supported on this GPU: the whole GPU")
 		}
 		return notMeasured(id, title, why)
@@ -412,6 +421,17 @@ func (e *deviceEval) mig() Check {
 		return check(id, title, StatusWarn, "MIG is on (%d instance(s)) but this CUDA device did not match one: a slice of a GPU", len(n.MIGInstances))
 	}
 	return check(id, title, StatusPass, "MIG off: the whole GPU")
+}
+
+// unsupported says whether NVML answered call with "not supported" (and
+// no error): the GPU lacks the feature, which is a fact, not a gap.
+func unsupported(n *GPUFacts, call string) bool {
+	for _, e := range n.Errors {
+		if e.Call == call {
+			return false
+		}
+	}
+	return slices.Contains(n.NotAvailable, call)
 }
 
 func (e *deviceEval) sliceShare() string {
@@ -497,9 +517,9 @@ func (e *deviceEval) stolen() Check {
 	}
 	switch {
 	case med > StolenFailRatio:
-		return check(id, title, StatusFail, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps)
+		return check(id, title, StatusFail, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps).measuring(med, UnitRatio)
 	case med > StolenWarnRatio:
-		return check(id, title, StatusWarn, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps)
+		return check(id, title, StatusWarn, "the GPU ran %s for %s of the watch window (median of %d runs)%s%s", whose, fmtPct(med), runs, rest, gaps).measuring(med, UnitRatio)
 	case st.Max > StolenFailRatio:
 		seen := 0
 		for _, r := range e.d.Runs {
@@ -507,7 +527,7 @@ func (e *deviceEval) stolen() Check {
 				seen++
 			}
 		}
-		return check(id, title, StatusWarn, "intermittent: %d of %d runs lost up to %s of the window to %s (median %s)%s%s", seen, runs, fmtPct(st.Max), whose, fmtPct(med), rest, gaps)
+		return check(id, title, StatusWarn, "intermittent: %d of %d runs lost up to %s of the window to %s (median %s)%s%s", seen, runs, fmtPct(st.Max), whose, fmtPct(med), rest, gaps).measuring(med, UnitRatio)
 	}
 	// No context outside NVML's view took turns with the probe. That says
 	// nothing of work that shares the GPU without pausing the probe.
@@ -521,7 +541,7 @@ func (e *deviceEval) stolen() Check {
 	} else {
 		msg = fmt.Sprintf("%s of the watch window lost to gaps (median of %d runs; worst block %s): no other context took turns with the probe; %s", fmtPct(raw), f.StolenRatio.N, fmtPct(f.StolenMaxRatio.Max), unseen)
 	}
-	return Check{ID: id, Title: title, Status: StatusPass, Reason: msg}
+	return Check{ID: id, Title: title, Status: StatusPass, Reason: msg}.measuring(med, UnitRatio)
 }
 
 // invisible is the stolen time the device is judged on: the part the
@@ -604,7 +624,7 @@ func (e *deviceEval) gapWords() string {
 }
 
 // figure judges one throughput figure against its expected value.
-func (e *deviceEval) figure(id, title, measurement string, st *Stat, expected float64, unit func(float64) string) Check {
+func (e *deviceEval) figure(id, title, measurement string, st *Stat, expected float64, unitName string, unit func(float64) string) Check {
 	if st == nil {
 		return notMeasured(id, title, e.measurementWhy(measurement))
 	}
@@ -613,7 +633,7 @@ func (e *deviceEval) figure(id, title, measurement string, st *Stat, expected fl
 		got += fmt.Sprintf(" (median of %d, %s–%s)", st.N, unit(st.Min), unit(st.Max))
 	}
 	if expected <= 0 {
-		return check(id, title, StatusWarn, "%s; no reference: the model is not in the spec table", got)
+		return check(id, title, StatusWarn, "%s; no reference: the model is not in the spec table", got).measuring(st.Median, unitName)
 	}
 	share := st.Median / expected
 	// Kernels are time-sliced with the processes NVML shows busy (yours,
@@ -631,13 +651,16 @@ func (e *deviceEval) figure(id, title, measurement string, st *Stat, expected fl
 	if e.spec.Estimated() {
 		ref += " (estimate)"
 	}
+	var c Check
 	switch {
 	case share < FigureFailShare:
-		return check(id, title, StatusFail, "%s: %s%s", got, ref, e.underWhy())
+		c = check(id, title, StatusFail, "%s: %s%s", got, ref, e.underWhy())
 	case share < FigureWarnShare:
-		return check(id, title, StatusWarn, "%s: %s%s", got, ref, e.underWhy())
+		c = check(id, title, StatusWarn, "%s: %s%s", got, ref, e.underWhy())
+	default:
+		c = check(id, title, StatusPass, "%s: %s", got, ref)
 	}
-	return check(id, title, StatusPass, "%s: %s", got, ref)
+	return c.measuring(st.Median, unitName).against(expected, share)
 }
 
 // underWhy names what NVML saw that explains a low figure.
@@ -680,9 +703,9 @@ func (e *deviceEval) launch() Check {
 		msg += ", " + fmtSeconds(p.Max) + " p99"
 	}
 	if med > LaunchLatencyWarn {
-		return Check{ID: id, Title: title, Status: StatusWarn, Reason: msg + ": a slow path (virtualised, remote or contended)"}
+		return Check{ID: id, Title: title, Status: StatusWarn, Reason: msg + ": a slow path (virtualised, remote or contended)"}.measuring(st.Median, UnitSeconds)
 	}
-	return Check{ID: id, Title: title, Status: StatusPass, Reason: msg}
+	return Check{ID: id, Title: title, Status: StatusPass, Reason: msg}.measuring(st.Median, UnitSeconds)
 }
 
 func (e *deviceEval) variability() Check {
@@ -707,9 +730,9 @@ func (e *deviceEval) variability() Check {
 		return notMeasured(id, title, fmt.Sprintf("fewer than %d runs measured the throughput", CVMinRuns))
 	}
 	if worstCV > CVWarn {
-		return check(id, title, StatusWarn, "%s varies by %s between runs (coefficient of variation): something else uses the GPU at times", worst, fmtPct(worstCV))
+		return check(id, title, StatusWarn, "%s varies by %s between runs (coefficient of variation): something else uses the GPU at times", worst, fmtPct(worstCV)).measuring(worstCV, UnitRatio)
 	}
-	return check(id, title, StatusPass, "figures vary by at most %s between runs (%s)", fmtPct(worstCV), worst)
+	return check(id, title, StatusPass, "figures vary by at most %s between runs (%s)", fmtPct(worstCV), worst).measuring(worstCV, UnitRatio)
 }
 
 // link is the PCIe link to judge: the best seen under load, else at rest.
@@ -739,17 +762,24 @@ func (e *deviceEval) pcie() Check {
 		when = "at rest"
 	}
 	cur := fmt.Sprintf("Gen%d x%d %s (the link supports Gen%d x%d)", gen, width, when, maxGen, maxWidth)
+	var c Check
 	switch {
 	case width < maxWidth:
-		return check(id, title, StatusFail, "%s: %d of %d lanes, %s of the host bandwidth", cur, width, maxWidth, fmtPct(float64(width)/float64(maxWidth)))
+		c = check(id, title, StatusFail, "%s: %d of %d lanes, %s of the host bandwidth", cur, width, maxWidth, fmtPct(float64(width)/float64(maxWidth)))
 	case gen < maxGen && underLoad:
-		return check(id, title, StatusWarn, "%s: the link trained below its generation", cur)
+		c = check(id, title, StatusWarn, "%s: the link trained below its generation", cur)
 	case e.spec != nil && maxGen < e.spec.PCIeGen:
-		return check(id, title, StatusWarn, "%s: the slot or host caps the link below the %s's Gen%d", cur, e.spec.Model, e.spec.PCIeGen)
+		c = check(id, title, StatusWarn, "%s: the slot or host caps the link below the %s's Gen%d", cur, e.spec.Model, e.spec.PCIeGen)
 	case gen < maxGen:
-		return check(id, title, StatusPass, "%s: the generation drops at rest to save power", cur)
+		c = check(id, title, StatusPass, "%s: the generation drops at rest to save power", cur)
+	default:
+		c = check(id, title, StatusPass, "%s", cur)
 	}
-	return check(id, title, StatusPass, "%s", cur)
+	c = c.measuring(float64(width), UnitLanes)
+	if maxWidth > 0 {
+		c = c.against(float64(maxWidth), float64(width)/float64(maxWidth))
+	}
+	return c
 }
 
 func (e *deviceEval) pcieExpected() Check {
@@ -836,10 +866,11 @@ func (e *deviceEval) powerLimit() Check {
 	if p == nil || p.LimitW == 0 || p.DefaultW == 0 {
 		return notMeasured(id, title, orDefault(e.d.NVML.Why("GetPowerManagementLimit", "GetPowerManagementDefaultLimit"), "NVML gave no power limits"))
 	}
+	c := check(id, title, StatusPass, "%s W (the default is %s W)", trim(p.LimitW, 0), trim(p.DefaultW, 0))
 	if p.LimitW < p.DefaultW*(1-PowerLimitTolerance) {
-		return check(id, title, StatusWarn, "%s W of the default %s W (%s): the power is capped; expect lower clocks under load", trim(p.LimitW, 0), trim(p.DefaultW, 0), fmtPct(p.LimitW/p.DefaultW))
+		c = check(id, title, StatusWarn, "%s W of the default %s W (%s): the power is capped; expect lower clocks under load", trim(p.LimitW, 0), trim(p.DefaultW, 0), fmtPct(p.LimitW/p.DefaultW))
 	}
-	return check(id, title, StatusPass, "%s W (the default is %s W)", trim(p.LimitW, 0), trim(p.DefaultW, 0))
+	return c.measuring(p.LimitW, UnitWatts).against(p.DefaultW, p.LimitW/p.DefaultW)
 }
 
 func (e *deviceEval) eccMode() Check {

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -473,6 +474,25 @@ func TestVerdictRules(t *testing.T) {
 			exit: ExitPass,
 		},
 		{
+			name: "MIG not supported is the whole GPU",
+			change: func(f *fixture) {
+				f.dev.NVML.MIGEnabled = nil
+				f.dev.NVML.NotAvailable = []string{"GetMigMode"}
+			},
+			want: []want{{CheckMIG, StatusPass, []string{"MIG not supported on this GPU: the whole GPU"}}},
+			exit: ExitPass,
+		},
+		{
+			name: "a MIG mode error is not measured, even if the call is also listed not available",
+			change: func(f *fixture) {
+				f.dev.NVML.MIGEnabled = nil
+				f.dev.NVML.NotAvailable = []string{"GetMigMode"}
+				f.dev.NVML.Errors = []CallError{{Call: "GetMigMode", Err: "ERROR_UNKNOWN"}}
+			},
+			want: []want{{CheckMIG, StatusWarn, []string{"not measured: NVML GetMigMode: ERROR_UNKNOWN"}}},
+			exit: ExitPass,
+		},
+		{
 			name:   "passthrough is dedicated",
 			change: func(f *fixture) { f.dev.NVML.Virtualization = VirtPassthrough },
 			want:   []want{{CheckVirt, StatusPass, []string{"passthrough: the whole GPU is given to this VM"}}},
@@ -674,4 +694,228 @@ func TestAnswersSayWhatSharesTheGPU(t *testing.T) {
 			t.Errorf("no answer %s", tc.id)
 		})
 	}
+}
+
+// reanswer answers the device's questions again from d's checks after
+// change rewrote them, as Run would have from such checks.
+func (f *fixture) reanswer(d Device, change func(c *Check)) map[string]Answer {
+	d.Checks = append([]Check(nil), d.Checks...)
+	for i := range d.Checks {
+		change(&d.Checks[i])
+	}
+	spec, _ := chooseSpec(&d, f.o.Expect.GPU)
+	rep := &Report{Host: f.host, Settings: Settings{Repeat: f.o.Repeat, Strict: f.o.Strict, Expect: f.o.Expect}}
+	ev := &deviceEval{d: &d, spec: spec, o: f.o, rep: rep, probed: f.host.CUDAError == ""}
+	ans := map[string]Answer{}
+	for _, a := range ev.answers() {
+		ans[a.ID] = a
+	}
+	return ans
+}
+
+// The answers read what a check measured from its fields: rewording a
+// reason (another language, a clearer sentence) changes no answer's
+// figures or verdict.
+func TestAnswersReadCheckFieldsNotReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(f *fixture)
+		reword func(c *Check)
+		id     string
+		status Status
+		has    []string
+		hasNot []string
+	}{
+		{
+			name:   "figure shares come from Share, not from the reason's percentages",
+			change: func(f *fixture) { f.eachResult(func(_ int, r *gpuprobe.Result) { r.BF16TensorFLOPS *= 0.4 }) },
+			reword: func(c *Check) { c.Reason = "reworded" },
+			id:     AnswerReserved, status: StatusFail,
+			has: []string{"no: BF16 tensor 42 % of a healthy card (memory bandwidth 110 %, FP32 110 %, FP16 tensor 105 %)"},
+		},
+		{
+			name:   "a figure with no Share is unjudged even if its reason quotes a share",
+			change: func(f *fixture) {},
+			reword: func(c *Check) {
+				if c.ID == CheckFP32 {
+					c.Share, c.Reason = nil, "99 % of the usual"
+				}
+			},
+			id: AnswerReserved, status: StatusPass,
+			has: []string{"FP32 unjudged"}, hasNot: []string{"FP32 99"},
+		},
+		{
+			name:   "a check marked not measured is not measured, whatever its reason says",
+			change: func(f *fixture) {},
+			reword: func(c *Check) {
+				if c.ID == CheckStolen {
+					c.Status, c.NotMeasured, c.Reason = StatusWarn, true, "the watch kernel did not run"
+				}
+			},
+			id: AnswerLatency, status: StatusWarn,
+			has: []string{"unknown: 0.1 % of the GPU time stolen"},
+		},
+		{
+			name:   "a measured check whose reason begins like a missing one is measured",
+			change: func(f *fixture) {},
+			reword: func(c *Check) {
+				if c.ID == CheckProcesses {
+					c.Reason = notMeasuredPrefix + "reworded"
+				}
+			},
+			id: AnswerSharing, status: StatusPass,
+			has: []string{"dedicated: the whole GPU, no hypervisor sharing it, no other process visible"},
+		},
+		{
+			name: "a not-measured variability check adds nothing to the neighbours answer",
+			change: func(f *fixture) {
+				f.eachResult(func(i int, r *gpuprobe.Result) { r.DeviceCopyBytesPerSecond *= []float64{1, 0.6, 1}[i] })
+			},
+			reword: func(c *Check) {
+				if c.ID == CheckVariability {
+					c.Status, c.NotMeasured, c.Reason = StatusWarn, true, "device memory bandwidth varies (reworded)"
+				}
+			},
+			id: AnswerLatency, status: StatusWarn,
+			has: []string{"no: 0.1 % of the GPU time stolen; kernel round trip"}, hasNot: []string{"varies"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthyFixture()
+			tc.change(f)
+			d, _ := f.judge()
+			a, ok := f.reanswer(d, tc.reword)[tc.id]
+			if !ok {
+				t.Fatalf("no answer %s", tc.id)
+			}
+			if a.Status != tc.status {
+				t.Errorf("%s = %s %q, want %s", tc.id, a.Status, a.Answer, tc.status)
+			}
+			for _, h := range tc.has {
+				if !strings.Contains(a.Answer, h) {
+					t.Errorf("%s %q lacks %q", tc.id, a.Answer, h)
+				}
+			}
+			for _, h := range tc.hasNot {
+				if strings.Contains(a.Answer, h) {
+					t.Errorf("%s %q has %q", tc.id, a.Answer, h)
+				}
+			}
+		})
+	}
+}
+
+func f64(v float64) *float64 { return &v }
+
+// Each check carries what it measured: the value, its unit, what it was
+// compared with and the share its verdict was taken on.
+func TestChecksCarryTheirFigures(t *testing.T) {
+	e := h100Spec().Expected()
+	spec := h100Spec()
+	type data struct {
+		notMeasured            bool
+		value, expected, share *float64
+		unit                   string
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(f *fixture)
+		want   map[string]data
+	}{
+		{
+			name:   "healthy",
+			change: func(f *fixture) {},
+			want: map[string]data{
+				CheckBF16:       {value: f64(e.BF16TensorFLOPS * 1.05), unit: UnitFLOPS, expected: f64(e.BF16TensorFLOPS), share: f64(1.05)},
+				CheckDeviceCopy: {value: f64(e.DeviceCopyBytesPerSecond * 1.1), unit: UnitBytesPerSecond, expected: f64(e.DeviceCopyBytesPerSecond), share: f64(1.1)},
+				CheckVRAM:       {value: f64(79*gib + 647*mib), unit: UnitBytes, expected: f64(float64(spec.MemoryBytes)), share: f64(float64(79*gib+647*mib) / float64(spec.MemoryBytes))},
+				CheckVRAMFree:   {value: f64(79*gib + 100*mib), unit: UnitBytes, expected: f64(79*gib + 647*mib), share: f64(float64(79*gib+100*mib) / float64(79*gib+647*mib))},
+				CheckStolen:     {value: f64(0.001), unit: UnitRatio},
+				CheckLaunch:     {value: f64(8e-6), unit: UnitSeconds},
+				CheckPCIe:       {value: f64(16), unit: UnitLanes, expected: f64(16), share: f64(1)},
+				CheckPowerLimit: {value: f64(700), unit: UnitWatts, expected: f64(700), share: f64(1)},
+				CheckECCMode:    {},
+			},
+		},
+		{
+			name: "figures scaled by the GPU time visible processes left",
+			change: func(f *fixture) {
+				// Half the window went to the processes NVML shows busy:
+				// half the raw figure is a full share of the time left.
+				f.eachResult(func(_ int, r *gpuprobe.Result) {
+					r.BF16TensorFLOPS = e.BF16TensorFLOPS * 0.5
+					r.Stolen = &gpuprobe.StolenResult{Window: time.Second, Ratio: 0.5, MaxRatio: 0.51, GapMedian: 2 * time.Millisecond}
+				})
+				for i := range f.dev.Runs {
+					f.dev.Runs[i].UnexplainedStolenRatio = new(float64)
+				}
+			},
+			want: map[string]data{
+				CheckBF16: {value: f64(e.BF16TensorFLOPS * 0.5), unit: UnitFLOPS, expected: f64(e.BF16TensorFLOPS), share: f64(1)},
+			},
+		},
+		{
+			name: "stolen time not measured",
+			change: func(f *fixture) {
+				f.eachResult(func(_ int, r *gpuprobe.Result) { r.Stolen = nil })
+			},
+			want: map[string]data{CheckStolen: {notMeasured: true}},
+		},
+		{
+			name: "no probe at all",
+			change: func(f *fixture) {
+				f.host.CUDAError = "CUDA_ERROR_NO_DEVICE"
+				f.dev.Runs = nil
+			},
+			want: map[string]data{
+				CheckBF16:     {notMeasured: true},
+				CheckVRAMFree: {notMeasured: true},
+				CheckStolen:   {notMeasured: true},
+				CheckPCIe:     {value: f64(16), unit: UnitLanes, expected: f64(16), share: f64(1)},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthyFixture()
+			tc.change(f)
+			d, rep := f.judge()
+			near := func(got, want *float64) bool {
+				if got == nil || want == nil {
+					return got == nil && want == nil
+				}
+				return *got == *want || (*want != 0 && abs(*got / *want - 1) < 1e-9)
+			}
+			str := func(p *float64) string {
+				if p == nil {
+					return "nil"
+				}
+				return fmt.Sprint(*p)
+			}
+			for id, w := range tc.want {
+				c, ok := findCheck(d.Checks, id)
+				if !ok {
+					t.Errorf("no %s check", id)
+					continue
+				}
+				if c.NotMeasured != w.notMeasured || c.Unit != w.unit || !near(c.Value, w.value) || !near(c.Expected, w.expected) || !near(c.Share, w.share) {
+					t.Errorf("%s: not_measured %v value %s %q expected %s share %s; want %v %s %q %s %s (%s)", id,
+						c.NotMeasured, str(c.Value), c.Unit, str(c.Expected), str(c.Share),
+						w.notMeasured, str(w.value), w.unit, str(w.expected), str(w.share), c.Reason)
+				}
+			}
+			// The reason still says so for people, and only when it is so.
+			for _, c := range append(d.Checks, rep.Checks...) {
+				if c.NotMeasured != strings.HasPrefix(c.Reason, notMeasuredPrefix) {
+					t.Errorf("%s: not_measured %v but reason %q", c.ID, c.NotMeasured, c.Reason)
+				}
+			}
+		})
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

@@ -49,11 +49,55 @@ func Worse(a, b Status) Status {
 }
 
 // Check is one verdict with its reason in plain words.
+//
+// Reason is for people. What code needs (the answers, a tool reading the
+// JSON) it reads from the fields after it, never from the reason's words.
 type Check struct {
 	ID     string `json:"id"`
 	Title  string `json:"title"`
 	Status Status `json:"status"`
 	Reason string `json:"reason"`
+	// NotMeasured: the data the check needs is missing (the check warns
+	// and Reason says why). Omitted when the check was measured.
+	NotMeasured bool `json:"not_measured,omitempty"`
+	// Value is the measured quantity the check judged, in Unit (base
+	// units: bytes, bytes/s, FLOP/s, seconds, ratios 0–1, watts, lanes).
+	// Expected is what it was compared with and Share the ratio the
+	// verdict was taken on: Value / Expected, or for a kernel figure that
+	// share per unit of the GPU time the processes NVML shows busy left to
+	// the probe (the reason says so). Each is omitted when the check has
+	// none (no spec to compare with, a check of a state, not a quantity).
+	Value    *float64 `json:"value,omitempty"`
+	Unit     string   `json:"unit,omitempty"`
+	Expected *float64 `json:"expected,omitempty"`
+	Share    *float64 `json:"share,omitempty"`
+}
+
+// Units of Check.Value and Check.Expected.
+const (
+	UnitBytes          = "bytes"
+	UnitBytesPerSecond = "bytes_per_second"
+	UnitFLOPS          = "flop_per_second"
+	UnitSeconds        = "seconds"
+	UnitRatio          = "ratio"
+	UnitWatts          = "watts"
+	UnitLanes          = "lanes"
+)
+
+// Measured says whether the check had the data it needs.
+func (c Check) Measured() bool { return !c.NotMeasured }
+
+// measuring returns c carrying the value it judged.
+func (c Check) measuring(value float64, unit string) Check {
+	c.Value, c.Unit = &value, unit
+	return c
+}
+
+// against returns c carrying what its value was compared with and the
+// share its verdict was taken on.
+func (c Check) against(expected, share float64) Check {
+	c.Expected, c.Share = &expected, &share
+	return c
 }
 
 // Answer is a buyer's question answered from the checks.

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -329,5 +330,51 @@ func TestFormat(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// A check's data fields are optional in the JSON: absent where the check
+// has none, and a report written before they existed still reads (its
+// checks as measured, without figures).
+func TestCheckJSONFields(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Check
+		json string
+	}{
+		{"not measured", notMeasured(CheckStolen, "Stolen time", "no watch kernel"),
+			`{"id":"stolen_time","title":"Stolen time","status":"warn","reason":"not measured: no watch kernel","not_measured":true}`},
+		{"a state, no figure", check(CheckECCMode, "ECC", StatusPass, "on"),
+			`{"id":"ecc_mode","title":"ECC","status":"pass","reason":"on"}`},
+		{"a figure without reference", check(CheckLaunch, "Launch", StatusPass, "8 µs").measuring(8e-6, UnitSeconds),
+			`{"id":"launch_latency","title":"Launch","status":"pass","reason":"8 µs","value":0.000008,"unit":"seconds"}`},
+		{"a figure judged against a reference", check(CheckBF16, "BF16", StatusWarn, "low").measuring(7e14, UnitFLOPS).against(1e15, 0.7),
+			`{"id":"bf16_tensor_flops","title":"BF16","status":"warn","reason":"low","value":700000000000000,"unit":"flop_per_second","expected":1000000000000000,"share":0.7}`},
+		{"a zero value is written", check(CheckStolen, "Stolen time", StatusPass, "none").measuring(0, UnitRatio),
+			`{"id":"stolen_time","title":"Stolen time","status":"pass","reason":"none","value":0,"unit":"ratio"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tc.json {
+				t.Errorf("JSON\n got %s\nwant %s", b, tc.json)
+			}
+			var back Check
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, tc.c) {
+				t.Errorf("read back %+v, want %+v", back, tc.c)
+			}
+		})
+	}
+	var old Check
+	if err := json.Unmarshal([]byte(`{"id":"fp32_flops","title":"FP32 throughput","status":"pass","reason":"60 TFLOP/s: 110 % of the 54 TFLOP/s a healthy H100 SXM reaches"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if !old.Measured() || old.Value != nil || old.Expected != nil || old.Share != nil || old.Unit != "" {
+		t.Errorf("an older check reads as %+v, want measured with no figures", old)
 	}
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/simflag"
+	"github.com/gpulens/gpulens/internal/verify"
+)
+
+// gpus are what gpulens-verify and its burn work on: NVML and a CUDA
+// driver, the real libraries or a simulated fleet's.
+type gpus struct {
+	// nvml is not initialised yet (the report says when it cannot be).
+	nvml nvml.Interface
+	// driver is the CUDA driver; nil when libcuda could not be loaded,
+	// driverErr then says why.
+	driver    gpuprobe.Driver
+	driverErr error
+	// sim describes the simulated fleet; nil for the real GPUs.
+	sim *verify.Simulation
+	// close unloads libcuda.
+	close func()
+}
+
+// openGPUs returns the real GPUs (libnvidia-ml, and libcuda from
+// cudaLibrary) or, with --sim.scenario, the simulated fleet's: the one
+// place gpulens-verify and its burn choose between them. An error is bad
+// input (a --sim.scenario that does not load); a libcuda that does not load
+// is not one (driverErr).
+func openGPUs(sim *simflag.Flags, cudaLibrary string, logger *slog.Logger) (*gpus, error) {
+	if sim.Simulated() {
+		fleet, err := sim.Fleet()
+		if err != nil {
+			return nil, err
+		}
+		name := fleet.Scenario().Name
+		logger.Warn("SIMULATED GPUs: no real GPU is used", "scenario", name, "seed", sim.Seed)
+		return &gpus{nvml: fleet.Interface(), driver: fleet.ProbeDriver(), sim: &verify.Simulation{Scenario: name, Seed: sim.Seed}, close: func() {}}, nil
+	}
+	g := &gpus{nvml: nvml.New(), close: func() {}}
+	cuda, err := gpuprobe.Open(cudaLibrary)
+	if err != nil {
+		g.driverErr = err
+		return g, nil
+	}
+	g.driver = cuda
+	g.close = func() {
+		if err := cuda.Close(); err != nil {
+			logger.Warn("closing libcuda", "err", err)
+		}
+	}
+	return g, nil
+}
