@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -307,16 +308,6 @@ func (l *levelRuns) stat(m Metric) (report.Stat, bool) {
 	return report.Stat{N: 1, Mean: v, CI95Low: v, CI95High: v}, true
 }
 
-// LevelLabel writes a level as the reports do: "c=8" (closed loop) or
-// "8/s" (open loop).
-func LevelLabel(mode string, level float64) string {
-	l := strconv.FormatFloat(level, 'g', -1, 64)
-	if mode == "open" {
-		return l + "/s"
-	}
-	return "c=" + l
-}
-
 // Compare compares every input after the first with the first. At least
 // two inputs are needed, each with runs, and each pair must share a level.
 func Compare(inputs []Input) (*Result, error) {
@@ -385,7 +376,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 			continue
 		}
 		lb := b.levels[lv]
-		level := Level{Level: lv, Label: LevelLabel(a.mode, lv)}
+		level := Level{Level: lv, Label: format.Level(a.mode == "open", lv)}
 		for _, m := range Metrics {
 			if m.Key == "goodput_per_second" && !goodput {
 				continue
@@ -429,7 +420,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 func levelList(s *side) string {
 	var ls []string
 	for _, l := range s.order {
-		ls = append(ls, LevelLabel(s.mode, l))
+		ls = append(ls, format.Level(s.mode == "open", l))
 	}
 	return s.in.Name + ": " + strings.Join(ls, ", ")
 }
