@@ -451,7 +451,6 @@ func CloseLevel(doc *report.Document, reps []report.Run) report.Run {
 		return reps[0]
 	}
 	agg := stats.Aggregate(reps)
-	aggregateGPU(&agg, reps)
 	doc.Runs = append(doc.Runs, agg)
 	return agg
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/weburl"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -93,29 +92,6 @@ func (g *gpuRun) end(ctx context.Context, sum report.Summary) *report.RunGPU {
 	gpu := g.w.End(context.WithoutCancel(ctx))
 	gpu.SetWork(sum.OutputTokensTotal, sum.RequestsCompleted)
 	return gpu
-}
-
-// aggregateGPU gives an aggregate run the GPU side of its repeats
-// (report.AggregateGPU) and, in its Summary.Stats, the mean, deviation and
-// confidence interval of each GPU figure across the repeats that have one
-// (report.GPUScalars).
-func aggregateGPU(agg *report.Run, reps []report.Run) {
-	agg.GPU = report.AggregateGPU(reps)
-	if agg.GPU == nil {
-		return
-	}
-	for _, m := range report.GPUScalars {
-		var vals []float64
-		for i := range reps {
-			if g := reps[i].GPU; g != nil {
-				vals = append(vals, m.Get(g))
-			}
-		}
-		if agg.Summary.Stats == nil {
-			agg.Summary.Stats = map[string]report.Stat{}
-		}
-		agg.Summary.Stats[m.Name] = stats.Interval(vals)
-	}
 }
 
 // responder sends requests with the client and keeps what each answer

@@ -349,28 +349,32 @@ func levels(runs []report.Run) []levelPoint {
 	return out
 }
 
-// value returns the level's mean of a metric and, from the aggregate's
-// statistics, its 95 % confidence interval (NaN when unknown).
-func (p levelPoint) value(statKey string, get func(*report.Summary) float64) (mean, lo, hi float64) {
+// value returns the level's mean of a figure (report.Figure) and, from
+// the aggregate's statistics, its 95 % confidence interval (NaN when
+// unknown).
+func (p levelPoint) value(f report.Figure) (mean, lo, hi float64) {
 	lo, hi = math.NaN(), math.NaN()
 	if p.agg != nil {
-		mean = get(&p.agg.Summary)
-		if st, ok := p.agg.Summary.Stats[statKey]; ok && st.N > 1 {
+		mean, _ = f.Read(p.agg)
+		if st, ok := p.agg.Summary.Stats[f.Key]; ok && st.N > 1 {
 			mean, lo, hi = st.Mean, st.CI95Low, st.CI95High
 		}
 		return mean, lo, hi
 	}
 	for i := range p.runs {
-		mean += get(&p.runs[i].Summary) / float64(len(p.runs))
+		v, _ := f.Read(&p.runs[i])
+		mean += v / float64(len(p.runs))
 	}
 	return mean, lo, hi
 }
 
-func levelSeries(pts []levelPoint, name, statKey string, get func(*report.Summary) float64) series {
+// levelSeries is a figure (named by its key) at every level.
+func levelSeries(pts []levelPoint, name, key string) series {
+	f := report.MustFigure(key)
 	s := series{Name: name}
 	hasCI := false
 	for _, p := range pts {
-		m, lo, hi := p.value(statKey, get)
+		m, lo, hi := p.value(f)
 		s.Values = append(s.Values, m)
 		s.Low = append(s.Low, lo)
 		s.High = append(s.High, hi)
@@ -421,22 +425,22 @@ func charts(doc *report.Document, labels []string) []chart {
 	xl := levelName(doc.Runs)
 	out = append(out,
 		lineChart(ChartTTFTVsLevel, "TTFT against "+xl, "seconds", xl, ll, []series{
-			levelSeries(pts, "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 }),
-			levelSeries(pts, "p99", "ttft_seconds.p99", func(s *report.Summary) float64 { return s.TTFT.P99 }),
+			levelSeries(pts, "p50", "ttft_seconds.p50"),
+			levelSeries(pts, "p99", "ttft_seconds.p99"),
 		}, format.SecondsTick),
 		lineChart(ChartThroughputVsLvl, "Output tokens/s against "+xl, "tokens/s", xl, ll, []series{
-			levelSeries(pts, "output tokens/s", "output_tokens_per_second", func(s *report.Summary) float64 { return s.OutputTokensPerSecond }),
+			levelSeries(pts, "output tokens/s", "output_tokens_per_second"),
 		}, format.Num),
 		lineChart(ChartGoodputVsLevel, "Request throughput and goodput against "+xl, "requests/s", xl, ll, []series{
-			levelSeries(pts, "requests/s", "request_throughput_per_second", func(s *report.Summary) float64 { return s.RequestThroughput }),
-			levelSeries(pts, "goodput/s", "goodput_per_second", func(s *report.Summary) float64 { return s.GoodputPerSecond }),
+			levelSeries(pts, "requests/s", "request_throughput_per_second"),
+			levelSeries(pts, "goodput/s", "goodput_per_second"),
 		}, format.Num),
 		lineChart(ChartCostVsLevel, "Cost per request against "+xl, "USD", xl, ll, []series{
-			levelSeries(pts, "cost per request", "cost.per_request_usd", func(s *report.Summary) float64 { return s.Cost.PerRequestUSD }),
+			levelSeries(pts, "cost per request", "cost.per_request_usd"),
 		}, format.USDTick),
 		lineChart(ChartScheduleLagLevel, "Schedule lag against "+xl, "seconds", xl, ll, []series{
-			levelSeries(pts, "p50", "schedule_lag_seconds.p50", func(s *report.Summary) float64 { return s.ScheduleLag.P50 }),
-			levelSeries(pts, "p99", "schedule_lag_seconds.p99", func(s *report.Summary) float64 { return s.ScheduleLag.P99 }),
+			levelSeries(pts, "p50", "schedule_lag_seconds.p50"),
+			levelSeries(pts, "p99", "schedule_lag_seconds.p99"),
 		}, format.SecondsTick),
 	)
 	// Errors: the known classes in order, then any other class seen.

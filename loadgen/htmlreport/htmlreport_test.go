@@ -99,7 +99,7 @@ func TestLevelCI(t *testing.T) {
 	if len(pts) != 4 {
 		t.Fatalf("%d levels, want 4", len(pts))
 	}
-	s := levelSeries(pts, "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 })
+	s := levelSeries(pts, "p50", "ttft_seconds.p50")
 	for i, p := range pts {
 		st := p.agg.Summary.Stats["ttft_seconds.p50"]
 		if s.Values[i] != st.Mean || s.Low[i] != math.Max(st.CI95Low, 0) || s.High[i] != st.CI95High {
@@ -113,7 +113,7 @@ func TestLevelCI(t *testing.T) {
 			plain = append(plain, r)
 		}
 	}
-	s = levelSeries(levels(plain), "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 })
+	s = levelSeries(levels(plain), "p50", "ttft_seconds.p50")
 	want := (plain[0].Summary.TTFT.P50 + plain[1].Summary.TTFT.P50) / 2
 	if s.Low != nil || math.Abs(s.Values[0]-want) > 1e-15 {
 		t.Errorf("level 1 without aggregate: %v (CI %v), want %v and no CI", s.Values[0], s.Low, want)
