@@ -81,7 +81,7 @@ func TestGPUPerRun(t *testing.T) {
 	})
 	o := options(t, &server{})
 	o.ExporterURL, o.ExporterInterval, o.ExporterGPUs = url, time.Hour, []string{"GPU-0000"}
-	res := run(t, Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 2}, o, nil)
+	res := run(t, Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 2}, o, nil)
 	type want struct {
 		peak, energy, perJoule, perRequest float64
 	}
@@ -173,7 +173,7 @@ func TestSaveResponses(t *testing.T) {
 		o := options(t, h)
 		o.Workload.Dataset, o.Prompts, o.Run.Requests = d, report.PromptsReuse, 6
 		o.SaveResponses, o.ResponsePrompts = true, keepPrompt
-		res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{2}, Repeats: 1}, o, nil)
+		res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{2}, Repeats: 1}, o, nil)
 		if len(res.Responses) != 6 {
 			t.Fatalf("%d responses, want 6", len(res.Responses))
 		}
@@ -201,7 +201,7 @@ func TestSaveResponses(t *testing.T) {
 	// Without SaveResponses nothing is kept.
 	o := options(t, h)
 	o.Workload.Dataset, o.Prompts = d, report.PromptsReuse
-	if res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o, nil); res.Responses != nil {
+	if res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil); res.Responses != nil {
 		t.Errorf("%d responses kept unasked", len(res.Responses))
 	}
 }
@@ -240,7 +240,7 @@ func TestManifest(t *testing.T) {
 			Run: runner.Config{Requests: 2}, Prices: cost.Prices{GPUs: 1}, Labels: labels, ServerInfo: ask, ServerInfoTimeout: time.Minute,
 		}
 	}
-	plan := Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 1}
+	plan := Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 1}
 	a := run(t, plan, opts(base, 1, map[string]string{"image": "sha256:1"}, true), nil).Document.Metadata.Manifest
 	b := run(t, plan, opts(other, 1, nil, false), nil).Document.Metadata.Manifest
 	c := run(t, plan, opts(base, 2, nil, false), nil).Document.Metadata.Manifest
@@ -297,7 +297,7 @@ func TestEvaluationOptionErrors(t *testing.T) {
 	} {
 		o := options(t, &server{})
 		tc.mod(&o)
-		if _, err := New(Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err %v, want %q", err, tc.want)
 		}
 	}

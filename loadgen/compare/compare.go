@@ -358,7 +358,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 			continue
 		}
 		lb := b.levels[lv]
-		level := Level{Level: lv, Label: format.Level(a.mode == "open", lv)}
+		level := Level{Level: lv, Label: format.Level(a.mode == report.ModeOpen, lv)}
 		for _, m := range Metrics {
 			if m.Key == "goodput_per_second" && !goodput {
 				continue
@@ -402,7 +402,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 func levelList(s *side) string {
 	var ls []string
 	for _, l := range s.order {
-		ls = append(ls, format.Level(s.mode == "open", l))
+		ls = append(ls, format.Level(s.mode == report.ModeOpen, l))
 	}
 	return s.in.Name + ": " + strings.Join(ls, ", ")
 }

@@ -39,7 +39,7 @@ var comparePage = template.Must(template.New("compare").Funcs(template.FuncMap{
 	"levels": func(mode string, ls []float64) string {
 		var s []string
 		for _, l := range ls {
-			s = append(s, format.Level(mode == "open", l))
+			s = append(s, format.Level(mode == report.ModeOpen, l))
 		}
 		return strings.Join(s, ", ")
 	},

@@ -251,14 +251,14 @@ func settingsRows(s report.Settings) []kv {
 // levelName is "concurrency" or "rate" for the runs' mode.
 func levelName(runs []report.Run) string {
 	for _, r := range runs {
-		if r.Settings.Mode == "open" {
+		if r.Settings.Mode == report.ModeOpen {
 			return "rate (requests/s)"
 		}
 	}
 	return "concurrency"
 }
 
-func fmtLevel(r report.Run) string { return format.Level(r.Settings.Mode == "open", r.Level) }
+func fmtLevel(r report.Run) string { return format.Level(r.Settings.Mode == report.ModeOpen, r.Level) }
 
 // runLabels gives each run a short axis label: its level, plus the repeat
 // or "mean" when a level has several runs.
