@@ -130,7 +130,7 @@ type Result struct {
 	// Completed and Failed count the measured requests of every run.
 	Completed, Failed int
 	// Responses are every run's saved responses (Options.SaveResponses).
-	Responses []report.Response
+	Responses []report.Record
 }
 
 // Campaign is a validated plan, ready to run.

@@ -101,7 +101,7 @@ type responder struct {
 	work       *workload.Workload
 	keepPrompt bool
 	mu         sync.Mutex
-	byIndex    map[int]report.Response
+	byIndex    map[int]*report.Answer
 }
 
 // doer is what a run sends its requests with: the client, or, to save the
@@ -110,7 +110,7 @@ func (c *Campaign) doer(work *workload.Workload) (runner.Doer, *responder) {
 	if !c.opt.SaveResponses {
 		return c.client, nil
 	}
-	r := &responder{client: c.client, work: work, keepPrompt: c.opt.ResponsePrompts, byIndex: map[int]report.Response{}}
+	r := &responder{client: c.client, work: work, keepPrompt: c.opt.ResponsePrompts, byIndex: map[int]*report.Answer{}}
 	return r, r
 }
 
@@ -118,7 +118,7 @@ func (c *Campaign) doer(work *workload.Workload) (runner.Doer, *responder) {
 func (r *responder) Do(ctx context.Context, req client.Request, start, intended time.Time) report.Record {
 	rec, text := r.client.DoText(ctx, req, start, intended)
 	sum := sha256.Sum256([]byte(req.Prompt))
-	x := report.Response{Index: req.Index, PromptSHA256: hex.EncodeToString(sum[:]), Response: text.Content,
+	x := &report.Answer{PromptSHA256: hex.EncodeToString(sum[:]), Response: text.Content,
 		Reasoning: text.Reasoning, FinishReason: text.FinishReason}
 	if r.keepPrompt {
 		x.Prompt = req.Prompt
@@ -132,25 +132,25 @@ func (r *responder) Do(ctx context.Context, req client.Request, start, intended 
 	return rec
 }
 
-// responses are the saved responses of a run's measured requests (its
-// records), named and with their records' outcome, in index order.
-func (r *responder) responses(name string, level float64, rep int, recs []report.Record) []report.Response {
+// responses are the saved responses of a run's measured requests: its
+// records that have an answer, named (Run, Level, Repeat) and with the
+// Answer set, in index order.
+func (r *responder) responses(name string, level float64, rep int, recs []report.Record) []report.Record {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]report.Response, 0, len(recs))
+	out := make([]report.Record, 0, len(recs))
 	for _, rec := range recs {
 		x, ok := r.byIndex[rec.Index]
 		if !ok {
 			continue
 		}
-		x.Run, x.Level, x.Repeat = name, level, rep
-		x.PromptTokens, x.OutputTokens, x.TokensEstimated, x.ErrorClass = rec.PromptTokens, rec.OutputTokens, rec.TokensEstimated, rec.ErrorClass
-		out = append(out, x)
+		rec.Run, rec.Level, rec.Repeat, rec.Answer = name, level, rep, x
+		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b report.Response) int { return a.Index - b.Index })
+	slices.SortFunc(out, func(a, b report.Record) int { return a.Index - b.Index })
 	return out
 }
 

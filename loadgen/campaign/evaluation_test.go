@@ -181,9 +181,10 @@ func TestSaveResponses(t *testing.T) {
 			k := x.DatasetRow
 			prompt := fmt.Sprintf("q%d what", k)
 			sum := sha256.Sum256([]byte(prompt))
-			want := report.Response{Run: "concurrency=2", Level: 2, Repeat: 1, Index: i, DatasetRow: k, ID: fmt.Sprintf("id%d", k),
-				Reference: json.RawMessage(fmt.Sprintf(`{"a":%d}`, k)), PromptSHA256: hex.EncodeToString(sum[:]),
-				Response: fmt.Sprintf("answer to q%d", k), FinishReason: "stop", PromptTokens: 2, OutputTokens: 3}
+			want := report.Record{Run: "concurrency=2", Level: 2, Repeat: 1, Index: i, PromptTokens: 2, OutputTokens: 3,
+				Answer: &report.Answer{DatasetRow: k, ID: fmt.Sprintf("id%d", k),
+					Reference: json.RawMessage(fmt.Sprintf(`{"a":%d}`, k)), PromptSHA256: hex.EncodeToString(sum[:]),
+					Response: fmt.Sprintf("answer to q%d", k), FinishReason: "stop"}}
 			if keepPrompt {
 				want.Prompt = prompt
 			}
@@ -191,10 +192,15 @@ func TestSaveResponses(t *testing.T) {
 				// Failed: nothing said, nothing counted.
 				want.Response, want.FinishReason, want.PromptTokens, want.OutputTokens, want.ErrorClass = "", "", 0, 0, report.ErrHTTP5xx
 			}
-			got, _ := json.Marshal(x)
-			exp, _ := json.Marshal(want)
-			if string(got) != string(exp) {
-				t.Errorf("response %d:\n got %s\nwant %s", i, got, exp)
+			var got, exp strings.Builder
+			if err := report.WriteResponses(&got, []report.Record{x}); err != nil {
+				t.Fatal(err)
+			}
+			if err := report.WriteResponses(&exp, []report.Record{want}); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != exp.String() {
+				t.Errorf("response %d:\n got %s\nwant %s", i, got.String(), exp.String())
 			}
 		}
 	}

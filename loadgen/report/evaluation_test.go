@@ -28,13 +28,14 @@ func TestSetWork(t *testing.T) {
 }
 
 func TestResponsesRoundTrip(t *testing.T) {
-	rs := []Response{
-		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 0, DatasetRow: 3, ID: "q3", Reference: json.RawMessage(`{"a":[1,2]}`),
-			PromptSHA256: "ab", Prompt: "<b>x</b>", Response: "é & <tag>\n", FinishReason: "stop", PromptTokens: 4, OutputTokens: 5},
-		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 1, PromptSHA256: "cd", ErrorClass: ErrHTTP5xx},
+	rs := []Record{
+		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 0, PromptTokens: 4, OutputTokens: 5, Answer: &Answer{DatasetRow: 3, ID: "q3", Reference: json.RawMessage(`{"a":[1,2]}`),
+			PromptSHA256: "ab", Prompt: "<b>x</b>", Response: "é & <tag>\n", FinishReason: "stop"}},
+		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 1, ErrorClass: ErrHTTP5xx, Answer: &Answer{PromptSHA256: "cd"}},
 	}
 	var buf bytes.Buffer
-	if err := WriteResponses(&buf, rs); err != nil {
+	// A record without an answer (responses not kept for it) has no line.
+	if err := WriteResponses(&buf, append(rs[:1:1], Record{Index: 7}, rs[1])); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
