@@ -69,32 +69,15 @@ func Aggregate(reps []report.Run) report.Run {
 		if len(have) == 0 {
 			continue
 		}
-		m, k := &report.Dist{}, float64(len(have))
-		for _, v := range have {
-			m.Count += v.Count
-			m.Mean += v.Mean / k
-			m.Stddev += v.Stddev / k
-			m.P50 += v.P50 / k
-			m.P90 += v.P90 / k
-			m.P95 += v.P95 / k
-			m.P99 += v.P99 / k
-			m.Max = max(m.Max, v.Max)
-		}
-		*d.dst = m
+		m := meanDist(have)
+		*d.dst = &m
 	}
-	n := float64(len(reps))
 	for _, d := range dists {
+		ds := make([]*report.Dist, len(reps))
 		for i := range reps {
-			v := d.get(&reps[i].Summary)
-			d.dst.Count += v.Count
-			d.dst.Mean += v.Mean / n
-			d.dst.Stddev += v.Stddev / n
-			d.dst.P50 += v.P50 / n
-			d.dst.P90 += v.P90 / n
-			d.dst.P95 += v.P95 / n
-			d.dst.P99 += v.P99 / n
-			d.dst.Max = max(d.dst.Max, v.Max)
+			ds[i] = d.get(&reps[i].Summary)
 		}
+		*d.dst = meanDist(ds)
 	}
 	for i := range reps {
 		r := &reps[i].Summary
@@ -127,6 +110,24 @@ func Aggregate(reps []report.Run) report.Run {
 		PerMillionInputTokensUSD: mean("cost.per_million_input_tokens_usd"), PerMillionOutputTokensUSD: mean("cost.per_million_output_tokens_usd"),
 		TotalUSD: mean("cost.total_usd")}
 	return agg
+}
+
+// meanDist is the typical distribution of repeats: the total count, the
+// largest maximum, and the mean of every other figure.
+func meanDist(ds []*report.Dist) report.Dist {
+	var m report.Dist
+	k := float64(len(ds))
+	for _, v := range ds {
+		m.Count += v.Count
+		m.Mean += v.Mean / k
+		m.Stddev += v.Stddev / k
+		m.P50 += v.P50 / k
+		m.P90 += v.P90 / k
+		m.P95 += v.P95 / k
+		m.P99 += v.P99 / k
+		m.Max = max(m.Max, v.Max)
+	}
+	return m
 }
 
 // AggregateGPU combines the GPU side of the repeats of one level
