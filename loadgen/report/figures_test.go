@@ -57,3 +57,19 @@ func TestFigureReadMeasured(t *testing.T) {
 		}
 	}
 }
+
+func TestRunNames(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{RunName(ModeClosed, 8, 0), "concurrency=8"},
+		{RunName(ModeClosed, 8, 2), "concurrency=8 repeat=2"},
+		{RunName(ModeOpen, 2.5, 0), "rate=2.5"},
+		{RunName(ModeOpen, 2.5, 1), "rate=2.5 repeat=1"},
+		{AggregateName(RunName(ModeClosed, 8, 1), 3), "concurrency=8 (mean of 3)"},
+		{AggregateName("shard-a", 2), "shard-a (mean of 2)"},
+		{AggregateName(" repeat=1", 2), " repeat=1 (mean of 2)"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/version"
@@ -251,6 +252,17 @@ func RunName(mode string, level float64, repeat int) string {
 		name += fmt.Sprintf(" repeat=%d", repeat)
 	}
 	return name
+}
+
+// AggregateName names the aggregate of a level's n repeats after its
+// first repeat's name: "concurrency=8 (mean of 3)" for "concurrency=8
+// repeat=1".
+func AggregateName(first string, n int) string {
+	const rep1 = " repeat=1"
+	if i := len(first) - len(rep1); i > 0 && first[i:] == rep1 {
+		first = first[:i]
+	}
+	return first + " (mean of " + strconv.Itoa(n) + ")"
 }
 
 // CostSettings are the prices used to compute Cost (loadgen/cost, as

@@ -1,8 +1,6 @@
 package stats
 
 import (
-	"strconv"
-
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -13,11 +11,7 @@ import (
 // distributions are the means, counts are summed; the GPU side is
 // AggregateGPU's.
 func Aggregate(reps []report.Run) report.Run {
-	agg := report.Run{Name: reps[0].Name, Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
-	if i := len(agg.Name) - len(" repeat=1"); i > 0 && agg.Name[i:] == " repeat=1" {
-		agg.Name = agg.Name[:i]
-	}
-	agg.Name += " (mean of " + strconv.Itoa(len(reps)) + ")"
+	agg := report.Run{Name: report.AggregateName(reps[0].Name, len(reps)), Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
 	s := &agg.Summary
 	s.Errors = map[string]int{}
 	s.Stats = map[string]report.Stat{}
