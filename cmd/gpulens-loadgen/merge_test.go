@@ -13,7 +13,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
 // TestMergeCommandEmbedRequests runs `merge` with and without
@@ -24,7 +23,7 @@ func TestMergeCommandEmbedRequests(t *testing.T) {
 	const shards, perShard = 4, 10
 	var workers []string
 	for i := 0; i < shards; i++ {
-		run := report.Run{Name: "rate=4", Level: 4, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 4, Requests: perShard,
+		run := report.Run{Name: "rate=4", Level: 4, Repeat: 1, Settings: report.Settings{Mode: report.ModeOpen, Rate: 4, Requests: perShard,
 			TimeoutSeconds: 1, Endpoint: "chat", Model: "m", Seed: 1, Shard: fmt.Sprintf("%d/%d", i, shards)},
 			Summary: report.Summary{RequestsCompleted: perShard}}
 		for k := i; k < shards*perShard; k += shards {

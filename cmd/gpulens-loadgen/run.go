@@ -8,7 +8,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 func runCommand(app *kingpin.Application) command {
@@ -22,15 +22,15 @@ func runCommand(app *kingpin.Application) command {
 		case *concurrency > 0 && *rate > 0:
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate > 0:
-			p.Mode, p.Levels = runner.Open, []float64{*rate}
+			p.Mode, p.Levels = report.ModeOpen, []float64{*rate}
 		case *concurrency > 0:
-			p.Mode, p.Levels = runner.Closed, []float64{float64(*concurrency)}
+			p.Mode, p.Levels = report.ModeClosed, []float64{float64(*concurrency)}
 		case f.workload.trace != "": // at the trace's own times (workloadflags.go)
 			level, err := f.workload.traceLevel()
 			if err != nil {
 				return usageError{err}
 			}
-			p.Mode, p.Levels = runner.Open, []float64{level}
+			p.Mode, p.Levels = report.ModeOpen, []float64{level}
 		default:
 			return usageError{fmt.Errorf("set --concurrency N (closed loop), --rate R (open loop) or --trace FILE (open loop at the trace's times)")}
 		}
@@ -57,10 +57,10 @@ func sweepCommand(app *kingpin.Application) command {
 		case *concurrency != "" && *rate != "":
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
 		case *rate != "":
-			p.Mode = runner.Open
+			p.Mode = report.ModeOpen
 			p.Levels, err = parseLevels("--rate", *rate)
 		case *concurrency != "":
-			p.Mode = runner.Closed
+			p.Mode = report.ModeClosed
 			p.Levels, err = parseLevels("--concurrency", *concurrency)
 		default:
 			return usageError{fmt.Errorf("set --concurrency 1,2,4,… or --rate 1,2,5,…")}

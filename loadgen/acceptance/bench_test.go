@@ -352,7 +352,7 @@ func measureAccuracy(b *testing.B, d runner.Doer, streams int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c0 := cpuTime()
-		out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams * accRounds,
+		out, err := runner.Run(context.Background(), runner.Config{Mode: report.ModeClosed, Concurrency: streams, Requests: streams * accRounds,
 			Warmup: accWarmup},
 			d, wl, nil)
 		cpu += cpuTime() - c0
@@ -459,7 +459,7 @@ func BenchmarkOpenLoop(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				c0 := cpuTime()
-				out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Open, Duration: 3 * time.Second, Warmup: time.Second,
+				out, err := runner.Run(context.Background(), runner.Config{Mode: report.ModeOpen, Duration: 3 * time.Second, Warmup: time.Second,
 					Schedule: schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: int64(i + 1)}}, cl, wl, nil)
 				cpu += cpuTime() - c0
 				if err != nil {
@@ -503,7 +503,7 @@ func BenchmarkRSS5000Streams(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		base = rssBytes()
 		stop := peakRSS()
-		out, err := runner.Run(context.Background(), runner.Config{Mode: runner.Closed, Concurrency: streams, Requests: streams}, cl, wl, nil)
+		out, err := runner.Run(context.Background(), runner.Config{Mode: report.ModeClosed, Concurrency: streams, Requests: streams}, cl, wl, nil)
 		p := stop()
 		if err != nil {
 			b.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
 // usageServer answers every chat request with one token and a usage whose
@@ -91,7 +90,7 @@ func TestCalibrateFromUsage(t *testing.T) {
 			o := options(t, srv)
 			o.Calibrate = CalibrateAuto
 			o.Workload.Input.A, o.Workload.Input.Min = 120, 1
-			res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o, nil)
+			res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil)
 			cal := res.Document.Metadata.TokenCalibration
 			if cal == nil || cal.Method != CalibrateUsage {
 				t.Fatalf("calibration %+v", cal)
@@ -130,7 +129,7 @@ func TestCalibrateFromUsage(t *testing.T) {
 func TestCalibrationValidation(t *testing.T) {
 	o := options(t, &usageServer{})
 	o.Calibrate = "sometimes"
-	if _, err := New(Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o); err == nil ||
+	if _, err := New(Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o); err == nil ||
 		!strings.Contains(err.Error(), `Calibrate "sometimes": want auto, tokenize, usage or off`) {
 		t.Errorf("err %v", err)
 	}

@@ -36,8 +36,9 @@ import (
 // Plan is what a campaign runs.
 type Plan struct {
 	Command string // "run" or "sweep": the report's metadata.command
-	// Mode is runner.Closed (Levels are numbers of users) or runner.Open
-	// (Levels are requests per second of the whole schedule).
+	// Mode is report.ModeClosed (Levels are numbers of users) or
+	// report.ModeOpen (Levels are requests per second of the whole
+	// schedule).
 	Mode    string
 	Levels  []float64
 	Repeats int // runs per level (at least 1)
@@ -129,7 +130,7 @@ type Result struct {
 	// Completed and Failed count the measured requests of every run.
 	Completed, Failed int
 	// Responses are every run's saved responses (Options.SaveResponses).
-	Responses []report.Response
+	Responses []report.Record
 }
 
 // Campaign is a validated plan, ready to run.
@@ -184,7 +185,7 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if o.Client.MaxConns == 0 {
 		o.Client.MaxConns = o.Run.MaxConcurrency
 		for _, l := range p.Levels {
-			if p.Mode == runner.Closed {
+			if p.Mode == report.ModeClosed {
 				o.Client.MaxConns = max(o.Client.MaxConns, int(l))
 			}
 		}
@@ -303,7 +304,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		Endpoint: o.Client.Endpoint, Timestamps: "kernel", Model: o.Client.Model, InputTokens: o.Workload.Input.String(),
 		OutputTokens: o.Workload.Output.String(), Dataset: meta.Dataset, MaxTokens: o.Workload.MaxTokens, IgnoreEOS: o.Workload.IgnoreEOS,
 		Seed: o.Workload.Seed, Prompts: o.Prompts, SLO: o.SLO,
-		Cost: report.CostSettings{GPUHourlyUSD: o.Prices.GPUHourlyUSD, GPUs: o.Prices.GPUs, OverheadHours: o.Prices.OverheadHours}}
+		Cost: o.Prices}
 	if o.Client.ReadTimestamps {
 		settings.Timestamps = "read"
 	}
@@ -316,7 +317,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		settings.Shard = o.Run.Shard.String()
 	}
 	target := 0.0
-	if c.plan.Mode == runner.Closed {
+	if c.plan.Mode == report.ModeClosed {
 		settings.Concurrency = rc.Concurrency
 	} else {
 		settings.Rate, settings.Arrival, settings.Burstiness, settings.MaxConcurrency = level, rc.Schedule.Arrival, rc.Schedule.Burstiness, rc.MaxConcurrency
@@ -326,11 +327,11 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	// tag of its own (the variant is the same in a replay).
 	work := c.work
 	if o.Prompts == report.PromptsDistinct {
-		work = c.work.WithVariant(RunName(c.plan.Mode, level, rep))
+		work = c.work.WithVariant(report.RunName(c.plan.Mode, level, rep))
 	}
-	name := RunName(c.plan.Mode, level, 0)
+	name := report.RunName(c.plan.Mode, level, 0)
 	if c.plan.Repeats > 1 {
-		name = RunName(c.plan.Mode, level, rep)
+		name = report.RunName(c.plan.Mode, level, rep)
 	}
 
 	var ro runner.Observer
@@ -391,7 +392,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 func (c *Campaign) runConfig(level float64) runner.Config {
 	rc := c.opt.Run
 	rc.Mode = c.plan.Mode
-	if rc.Mode == runner.Closed {
+	if rc.Mode == report.ModeClosed {
 		rc.Concurrency = int(level)
 	} else {
 		rc.Schedule.Rate, rc.Schedule.RampUp, rc.Schedule.Seed = level, rc.RampUp, c.opt.Workload.Seed
@@ -422,19 +423,6 @@ func (c *Campaign) saturated(sat Saturation, level float64, sum report.Summary, 
 	return ""
 }
 
-// RunName names the run of a level: "concurrency=8" (closed loop) or
-// "rate=2.5" (open loop), and " repeat=2" after it for a repeat > 0.
-func RunName(mode string, level float64, repeat int) string {
-	name := fmt.Sprintf("rate=%g", level)
-	if mode == runner.Closed {
-		name = fmt.Sprintf("concurrency=%d", int(level))
-	}
-	if repeat > 0 {
-		name += fmt.Sprintf(" repeat=%d", repeat)
-	}
-	return name
-}
-
 // RateWarning is the warning about a run that did not send at its target
 // rate (Summary.RateNotAchieved).
 func RateWarning(name string, target float64, s report.Summary) string {
@@ -451,7 +439,6 @@ func CloseLevel(doc *report.Document, reps []report.Run) report.Run {
 		return reps[0]
 	}
 	agg := stats.Aggregate(reps)
-	aggregateGPU(&agg, reps)
 	doc.Runs = append(doc.Runs, agg)
 	return agg
 }

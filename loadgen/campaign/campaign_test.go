@@ -118,7 +118,7 @@ func TestSweep(t *testing.T) {
 	o := options(t, srv)
 	o.KeepRecords = true
 	w := &watcher{}
-	res := run(t, Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 2}, o, w)
+	res := run(t, Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 2}, o, w)
 	d := res.Document
 
 	var names []string
@@ -182,7 +182,7 @@ func TestReusePrompts(t *testing.T) {
 	srv := &server{}
 	o := options(t, srv)
 	o.Prompts = report.PromptsReuse
-	res := run(t, Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1}, Repeats: 2}, o, nil)
+	res := run(t, Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 2}, o, nil)
 	p := srv.seen()
 	if len(p) != 6 || !slices.Equal(p[:3], p[3:]) || res.Document.Metadata.PromptNonce != "" || !strings.HasPrefix(p[0], "0 ") {
 		t.Errorf("prompts %q, nonce %q; want the seed's three twice", p, res.Document.Metadata.PromptNonce)
@@ -195,7 +195,7 @@ func TestShard(t *testing.T) {
 	o := options(t, &server{})
 	o.Run.Shard = schedule.Shard{Index: 1, Count: 2}
 	o.Run.Schedule.Arrival = schedule.Constant
-	res := run(t, Plan{Command: "run", Mode: runner.Open, Levels: []float64{200}, Repeats: 1}, o, nil)
+	res := run(t, Plan{Command: "run", Mode: report.ModeOpen, Levels: []float64{200}, Repeats: 1}, o, nil)
 	r := res.Document.Runs[0]
 	var idx []int
 	for _, rec := range r.Requests {
@@ -214,11 +214,11 @@ func TestShard(t *testing.T) {
 // request failed; a cancelled context stops it before its next run.
 func TestAllFailedAndInterrupted(t *testing.T) {
 	o := options(t, &server{fail: true})
-	res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o, nil)
+	res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil)
 	if s := res.Document.Runs[0].Summary; res.Completed != 0 || res.Failed != 3 || s.Errors[report.ErrHTTP5xx] != 3 {
 		t.Errorf("completed %d failed %d errors %v; want 0, 3, 3 http_5xx", res.Completed, res.Failed, s.Errors)
 	}
-	c, err := New(Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 1}, o)
+	c, err := New(Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 1}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,17 +233,17 @@ func TestAllFailedAndInterrupted(t *testing.T) {
 // TestNewRejects: bad plans and options are refused before anything is
 // sent, naming the option.
 func TestNewRejects(t *testing.T) {
-	closed := Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}
+	closed := Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}
 	for _, tc := range []struct {
 		name string
 		plan Plan
 		mod  func(*Options)
 		want string
 	}{
-		{"repeats", Plan{Mode: runner.Closed, Levels: []float64{1}}, nil, "Repeats must be at least 1, got 0"},
-		{"no levels", Plan{Mode: runner.Closed, Repeats: 1}, nil, "Levels: no levels given"},
-		{"users", Plan{Mode: runner.Closed, Levels: []float64{2, 0.5}, Repeats: 1}, nil, "Concurrency must be at least 1, got 0"},
-		{"rate", Plan{Mode: runner.Open, Levels: []float64{-1}, Repeats: 1}, nil, "Rate must be a positive number, got -1"},
+		{"repeats", Plan{Mode: report.ModeClosed, Levels: []float64{1}}, nil, "Repeats must be at least 1, got 0"},
+		{"no levels", Plan{Mode: report.ModeClosed, Repeats: 1}, nil, "Levels: no levels given"},
+		{"users", Plan{Mode: report.ModeClosed, Levels: []float64{2, 0.5}, Repeats: 1}, nil, "Concurrency must be at least 1, got 0"},
+		{"rate", Plan{Mode: report.ModeOpen, Levels: []float64{-1}, Repeats: 1}, nil, "Rate must be a positive number, got -1"},
 		{"mode", Plan{Mode: "sideways", Levels: []float64{1}, Repeats: 1}, nil, `Mode "sideways": want "closed" (set Concurrency) or "open" (set Rate)`},
 		{"prices", closed, func(o *Options) { o.Prices.GPUs = 0 }, "GPUs must be at least 1, got 0"},
 		{"max tokens", closed, func(o *Options) { o.Workload.MaxTokens = -1 }, "MaxTokens must not be negative, got -1"},
@@ -305,13 +305,13 @@ func TestNamesAndLevels(t *testing.T) {
 		repeat int
 		want   string
 	}{
-		{runner.Closed, 8, 0, "concurrency=8"},
-		{runner.Closed, 8, 2, "concurrency=8 repeat=2"},
-		{runner.Open, 2.5, 0, "rate=2.5"},
-		{runner.Open, 100, 1, "rate=100 repeat=1"},
+		{report.ModeClosed, 8, 0, "concurrency=8"},
+		{report.ModeClosed, 8, 2, "concurrency=8 repeat=2"},
+		{report.ModeOpen, 2.5, 0, "rate=2.5"},
+		{report.ModeOpen, 100, 1, "rate=100 repeat=1"},
 	} {
-		if got := RunName(tc.mode, tc.level, tc.repeat); got != tc.want {
-			t.Errorf("RunName(%s, %v, %d) = %q, want %q", tc.mode, tc.level, tc.repeat, got, tc.want)
+		if got := report.RunName(tc.mode, tc.level, tc.repeat); got != tc.want {
+			t.Errorf("report.RunName(%s, %v, %d) = %q, want %q", tc.mode, tc.level, tc.repeat, got, tc.want)
 		}
 	}
 	s := report.Summary{AchievedRatePerSecond: 7.5, ScheduleLag: report.Dist{P50: 0.0012, P99: 0.25}}

@@ -14,7 +14,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/weburl"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -95,29 +94,6 @@ func (g *gpuRun) end(ctx context.Context, sum report.Summary) *report.RunGPU {
 	return gpu
 }
 
-// aggregateGPU gives an aggregate run the GPU side of its repeats
-// (report.AggregateGPU) and, in its Summary.Stats, the mean, deviation and
-// confidence interval of each GPU figure across the repeats that have one
-// (report.GPUScalars).
-func aggregateGPU(agg *report.Run, reps []report.Run) {
-	agg.GPU = report.AggregateGPU(reps)
-	if agg.GPU == nil {
-		return
-	}
-	for _, m := range report.GPUScalars {
-		var vals []float64
-		for i := range reps {
-			if g := reps[i].GPU; g != nil {
-				vals = append(vals, m.Get(g))
-			}
-		}
-		if agg.Summary.Stats == nil {
-			agg.Summary.Stats = map[string]report.Stat{}
-		}
-		agg.Summary.Stats[m.Name] = stats.Interval(vals)
-	}
-}
-
 // responder sends requests with the client and keeps what each answer
 // said (Options.SaveResponses), by request index, for one run.
 type responder struct {
@@ -125,7 +101,7 @@ type responder struct {
 	work       *workload.Workload
 	keepPrompt bool
 	mu         sync.Mutex
-	byIndex    map[int]report.Response
+	byIndex    map[int]*report.Answer
 }
 
 // doer is what a run sends its requests with: the client, or, to save the
@@ -134,7 +110,7 @@ func (c *Campaign) doer(work *workload.Workload) (runner.Doer, *responder) {
 	if !c.opt.SaveResponses {
 		return c.client, nil
 	}
-	r := &responder{client: c.client, work: work, keepPrompt: c.opt.ResponsePrompts, byIndex: map[int]report.Response{}}
+	r := &responder{client: c.client, work: work, keepPrompt: c.opt.ResponsePrompts, byIndex: map[int]*report.Answer{}}
 	return r, r
 }
 
@@ -142,7 +118,7 @@ func (c *Campaign) doer(work *workload.Workload) (runner.Doer, *responder) {
 func (r *responder) Do(ctx context.Context, req client.Request, start, intended time.Time) report.Record {
 	rec, text := r.client.DoText(ctx, req, start, intended)
 	sum := sha256.Sum256([]byte(req.Prompt))
-	x := report.Response{Index: req.Index, PromptSHA256: hex.EncodeToString(sum[:]), Response: text.Content,
+	x := &report.Answer{PromptSHA256: hex.EncodeToString(sum[:]), Response: text.Content,
 		Reasoning: text.Reasoning, FinishReason: text.FinishReason}
 	if r.keepPrompt {
 		x.Prompt = req.Prompt
@@ -156,25 +132,25 @@ func (r *responder) Do(ctx context.Context, req client.Request, start, intended 
 	return rec
 }
 
-// responses are the saved responses of a run's measured requests (its
-// records), named and with their records' outcome, in index order.
-func (r *responder) responses(name string, level float64, rep int, recs []report.Record) []report.Response {
+// responses are the saved responses of a run's measured requests: its
+// records that have an answer, named (Run, Level, Repeat) and with the
+// Answer set, in index order.
+func (r *responder) responses(name string, level float64, rep int, recs []report.Record) []report.Record {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]report.Response, 0, len(recs))
+	out := make([]report.Record, 0, len(recs))
 	for _, rec := range recs {
 		x, ok := r.byIndex[rec.Index]
 		if !ok {
 			continue
 		}
-		x.Run, x.Level, x.Repeat = name, level, rep
-		x.PromptTokens, x.OutputTokens, x.TokensEstimated, x.ErrorClass = rec.PromptTokens, rec.OutputTokens, rec.TokensEstimated, rec.ErrorClass
-		out = append(out, x)
+		rec.Run, rec.Level, rec.Repeat, rec.Answer = name, level, rep, x
+		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b report.Response) int { return a.Index - b.Index })
+	slices.SortFunc(out, func(a, b report.Record) int { return a.Index - b.Index })
 	return out
 }
 

@@ -81,7 +81,7 @@ func TestGPUPerRun(t *testing.T) {
 	})
 	o := options(t, &server{})
 	o.ExporterURL, o.ExporterInterval, o.ExporterGPUs = url, time.Hour, []string{"GPU-0000"}
-	res := run(t, Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 2}, o, nil)
+	res := run(t, Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 2}, o, nil)
 	type want struct {
 		peak, energy, perJoule, perRequest float64
 	}
@@ -173,7 +173,7 @@ func TestSaveResponses(t *testing.T) {
 		o := options(t, h)
 		o.Workload.Dataset, o.Prompts, o.Run.Requests = d, report.PromptsReuse, 6
 		o.SaveResponses, o.ResponsePrompts = true, keepPrompt
-		res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{2}, Repeats: 1}, o, nil)
+		res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{2}, Repeats: 1}, o, nil)
 		if len(res.Responses) != 6 {
 			t.Fatalf("%d responses, want 6", len(res.Responses))
 		}
@@ -181,9 +181,10 @@ func TestSaveResponses(t *testing.T) {
 			k := x.DatasetRow
 			prompt := fmt.Sprintf("q%d what", k)
 			sum := sha256.Sum256([]byte(prompt))
-			want := report.Response{Run: "concurrency=2", Level: 2, Repeat: 1, Index: i, DatasetRow: k, ID: fmt.Sprintf("id%d", k),
-				Reference: json.RawMessage(fmt.Sprintf(`{"a":%d}`, k)), PromptSHA256: hex.EncodeToString(sum[:]),
-				Response: fmt.Sprintf("answer to q%d", k), FinishReason: "stop", PromptTokens: 2, OutputTokens: 3}
+			want := report.Record{Run: "concurrency=2", Level: 2, Repeat: 1, Index: i, PromptTokens: 2, OutputTokens: 3,
+				Answer: &report.Answer{DatasetRow: k, ID: fmt.Sprintf("id%d", k),
+					Reference: json.RawMessage(fmt.Sprintf(`{"a":%d}`, k)), PromptSHA256: hex.EncodeToString(sum[:]),
+					Response: fmt.Sprintf("answer to q%d", k), FinishReason: "stop"}}
 			if keepPrompt {
 				want.Prompt = prompt
 			}
@@ -191,17 +192,22 @@ func TestSaveResponses(t *testing.T) {
 				// Failed: nothing said, nothing counted.
 				want.Response, want.FinishReason, want.PromptTokens, want.OutputTokens, want.ErrorClass = "", "", 0, 0, report.ErrHTTP5xx
 			}
-			got, _ := json.Marshal(x)
-			exp, _ := json.Marshal(want)
-			if string(got) != string(exp) {
-				t.Errorf("response %d:\n got %s\nwant %s", i, got, exp)
+			var got, exp strings.Builder
+			if err := report.WriteResponses(&got, []report.Record{x}); err != nil {
+				t.Fatal(err)
+			}
+			if err := report.WriteResponses(&exp, []report.Record{want}); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != exp.String() {
+				t.Errorf("response %d:\n got %s\nwant %s", i, got.String(), exp.String())
 			}
 		}
 	}
 	// Without SaveResponses nothing is kept.
 	o := options(t, h)
 	o.Workload.Dataset, o.Prompts = d, report.PromptsReuse
-	if res := run(t, Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o, nil); res.Responses != nil {
+	if res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil); res.Responses != nil {
 		t.Errorf("%d responses kept unasked", len(res.Responses))
 	}
 }
@@ -240,7 +246,7 @@ func TestManifest(t *testing.T) {
 			Run: runner.Config{Requests: 2}, Prices: cost.Prices{GPUs: 1}, Labels: labels, ServerInfo: ask, ServerInfoTimeout: time.Minute,
 		}
 	}
-	plan := Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2}, Repeats: 1}
+	plan := Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 1}
 	a := run(t, plan, opts(base, 1, map[string]string{"image": "sha256:1"}, true), nil).Document.Metadata.Manifest
 	b := run(t, plan, opts(other, 1, nil, false), nil).Document.Metadata.Manifest
 	c := run(t, plan, opts(base, 2, nil, false), nil).Document.Metadata.Manifest
@@ -297,7 +303,7 @@ func TestEvaluationOptionErrors(t *testing.T) {
 	} {
 		o := options(t, &server{})
 		tc.mod(&o)
-		if _, err := New(Plan{Command: "run", Mode: runner.Closed, Levels: []float64{1}, Repeats: 1}, o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err %v, want %q", err, tc.want)
 		}
 	}

@@ -21,7 +21,7 @@ func Example() {
 	in, _ := workload.ParseLength("input tokens", "fixed:256")
 	out, _ := workload.ParseLength("output tokens", "fixed:128")
 	c, err := campaign.New(
-		campaign.Plan{Command: "sweep", Mode: runner.Closed, Levels: []float64{1, 2, 4}, Repeats: 3},
+		campaign.Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2, 4}, Repeats: 3},
 		campaign.Options{
 			Client:   client.Config{BaseURL: "http://127.0.0.1:8000/v1", Endpoint: client.EndpointChat, Model: "my-model", Timeout: time.Minute},
 			Workload: workload.Config{Seed: 1, Input: in, Output: out},

@@ -27,7 +27,7 @@ func prepareWorkloads(o *Options, mode string) error {
 	} else if o.Run.Turns > 1 {
 		return option.Errorf("%s %d: the workload makes no conversations (its Turns is %d)", option.Name("Turns"), o.Run.Turns, o.Workload.Turns)
 	}
-	if t := o.Workload.Trace; t != nil && mode == runner.Open {
+	if t := o.Workload.Trace; t != nil && mode == report.ModeOpen {
 		o.Run.Schedule.Arrival = schedule.Trace
 		o.Run.Schedule.Offsets = t.Offsets()
 	}

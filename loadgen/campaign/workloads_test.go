@@ -30,28 +30,28 @@ func TestPrepareWorkloads(t *testing.T) {
 		check  func(*Options) string
 		want   string
 	}{
-		{"trace in open loop sends at its times", runner.Open, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
+		{"trace in open loop sends at its times", report.ModeOpen, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
 			if o.Run.Schedule.Arrival != schedule.Trace || !slices.Equal(o.Run.Schedule.Offsets, []time.Duration{0, 500 * ms}) {
 				return "schedule not the trace's"
 			}
 			return ""
 		}, ""},
-		{"trace in closed loop: lengths only", runner.Closed, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
+		{"trace in closed loop: lengths only", report.ModeClosed, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
 			if o.Run.Schedule.Offsets != nil {
 				return "closed loop got offsets"
 			}
 			return ""
 		}, ""},
-		{"turns reach the runner", runner.Closed, func(o *Options) { o.Workload.Turns = 3 }, func(o *Options) string {
+		{"turns reach the runner", report.ModeClosed, func(o *Options) { o.Workload.Turns = 3 }, func(o *Options) string {
 			if o.Run.Turns != 3 {
 				return "runner turns not set"
 			}
 			return ""
 		}, ""},
-		{"turns disagree", runner.Closed, func(o *Options) { o.Workload.Turns, o.Run.Turns = 3, 2 }, nil, "Turns: the runner's 2 turns differ from the workload's 3"},
-		{"runner turns without conversations", runner.Closed, func(o *Options) { o.Run.Turns = 2 }, nil, "Turns 2: the workload makes no conversations"},
-		{"two prompt sources", runner.Closed, func(o *Options) { o.Workload.Trace, o.Workload.Turns = tr, 2 }, nil, "Trace and Turns cannot be combined"},
-		{"bad server metrics", runner.Closed, func(o *Options) { o.ServerMetrics = &servermetrics.Config{URL: "h:9/metrics"} }, nil, `ServerMetricsURL "h:9/metrics"`},
+		{"turns disagree", report.ModeClosed, func(o *Options) { o.Workload.Turns, o.Run.Turns = 3, 2 }, nil, "Turns: the runner's 2 turns differ from the workload's 3"},
+		{"runner turns without conversations", report.ModeClosed, func(o *Options) { o.Run.Turns = 2 }, nil, "Turns 2: the workload makes no conversations"},
+		{"two prompt sources", report.ModeClosed, func(o *Options) { o.Workload.Trace, o.Workload.Turns = tr, 2 }, nil, "Trace and Turns cannot be combined"},
+		{"bad server metrics", report.ModeClosed, func(o *Options) { o.ServerMetrics = &servermetrics.Config{URL: "h:9/metrics"} }, nil, `ServerMetricsURL "h:9/metrics"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base()
@@ -74,7 +74,7 @@ func TestPrepareWorkloads(t *testing.T) {
 	// The trace names the dataset of the report.
 	o := base()
 	o.Workload.Trace, tr.SHA256 = tr, "abc"
-	c, err := New(Plan{Mode: runner.Open, Levels: []float64{2}, Repeats: 1}, o)
+	c, err := New(Plan{Mode: report.ModeOpen, Levels: []float64{2}, Repeats: 1}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -25,10 +26,10 @@ import (
 // Input is one report; Name (its file) names it in the result.
 type Input = report.Named
 
-// Directions: which way a metric is better.
+// Directions: which way a metric is better (report.Figure.Better).
 const (
-	Lower  = "lower"
-	Higher = "higher"
+	Lower  = report.Lower
+	Higher = report.Higher
 )
 
 // Verdicts on a difference.
@@ -46,7 +47,8 @@ const (
 	VerdictEqual = "equal"
 )
 
-// Metric describes a compared quantity.
+// Metric describes a compared quantity: a figure of the report
+// (report.Figure).
 type Metric struct {
 	// Key names the metric as the report does ("ttft_seconds.p99", a key
 	// of Summary.Stats) or, for the GPU side, "gpu.<field>".
@@ -57,52 +59,33 @@ type Metric struct {
 	Unit string `json:"unit"`
 	// Better is Lower or Higher.
 	Better string `json:"better"`
-	get    func(*report.Run) (float64, bool)
+	fig    report.Figure
 }
 
-// Metrics are the compared metrics, in display order.
-var Metrics = []Metric{
-	{Key: "request_throughput_per_second", Title: "Throughput", Unit: "requests/s", Better: Higher, get: summary(func(s *report.Summary) float64 { return s.RequestThroughput })},
-	{Key: "output_tokens_per_second", Title: "Output tokens/s", Unit: "tokens/s", Better: Higher, get: summary(func(s *report.Summary) float64 { return s.OutputTokensPerSecond })},
-	{Key: "goodput_per_second", Title: "Goodput at the SLO", Unit: "requests/s", Better: Higher, get: summary(func(s *report.Summary) float64 { return s.GoodputPerSecond })},
-	{Key: "ttft_seconds.p50", Title: "TTFT p50", Unit: "seconds", Better: Lower, get: dist(func(s *report.Summary) report.Dist { return s.TTFT }, 50)},
-	{Key: "ttft_seconds.p99", Title: "TTFT p99", Unit: "seconds", Better: Lower, get: dist(func(s *report.Summary) report.Dist { return s.TTFT }, 99)},
-	{Key: "itl_seconds.p50", Title: "ITL p50", Unit: "seconds", Better: Lower, get: dist(func(s *report.Summary) report.Dist { return s.ITL }, 50)},
-	{Key: "itl_seconds.p99", Title: "ITL p99", Unit: "seconds", Better: Lower, get: dist(func(s *report.Summary) report.Dist { return s.ITL }, 99)},
-	{Key: "gpu.peak_memory_used_bytes", Title: "Peak VRAM", Unit: "bytes", Better: Lower, get: gpu(func(g *report.RunGPU) float64 { return g.PeakMemoryUsedBytes })},
-	{Key: "gpu.output_tokens_per_joule", Title: "Output tokens/J", Unit: "tokens/J", Better: Higher, get: gpu(func(g *report.RunGPU) float64 { return g.OutputTokensPerJoule })},
-	{Key: "cost.per_1k_requests_usd", Title: "Cost per 1,000 samples", Unit: "USD", Better: Lower, get: func(r *report.Run) (float64, bool) {
-		return r.Summary.Cost.Per1kRequestsUSD, r.Settings.Cost.GPUHourlyUSD > 0 && r.Summary.RequestsCompleted > 0
-	}},
-}
+// get reads the metric in a run, when it was measured there.
+func (m Metric) get(r *report.Run) (float64, bool) { return m.fig.Measured(r) }
 
-func summary(f func(*report.Summary) float64) func(*report.Run) (float64, bool) {
-	return func(r *report.Run) (float64, bool) { return f(&r.Summary), true }
-}
+// Metrics are the compared metrics, in display order: figures of
+// report.SummaryFigures and report.GPUFigures, named by key.
+var Metrics = metrics(
+	"request_throughput_per_second", "output_tokens_per_second", "goodput_per_second",
+	"ttft_seconds.p50", "ttft_seconds.p99", "itl_seconds.p50", "itl_seconds.p99",
+	report.StatGPUPeakMemoryUsedBytes, report.StatGPUOutputTokensPerJoule,
+	"cost.per_1k_requests_usd",
+)
 
-// dist reads a percentile (50 or 99) of a latency distribution, when the
-// run has one: a run in which nothing completed has no latency (its zeros
-// are no measurement, and must not win a comparison).
-func dist(f func(*report.Summary) report.Dist, p int) func(*report.Run) (float64, bool) {
-	return func(r *report.Run) (float64, bool) {
-		d := f(&r.Summary)
-		if p == 50 {
-			return d.P50, d.Count > 0
+// metrics returns the figures of keys, each of which must be a figure
+// with a direction.
+func metrics(keys ...string) []Metric {
+	var out []Metric
+	for _, k := range keys {
+		f := report.MustFigure(k)
+		if f.Better == "" {
+			panic("compare: figure " + k + " has no direction")
 		}
-		return d.P99, d.Count > 0
+		out = append(out, Metric{Key: f.Key, Title: f.Title, Unit: f.Unit, Better: f.Better, fig: f})
 	}
-}
-
-// gpu reads a field of the run's GPU side, when it was measured (polled
-// at least once, and the field is non-zero: tokens/J is 0 when undefined).
-func gpu(f func(*report.RunGPU) float64) func(*report.Run) (float64, bool) {
-	return func(r *report.Run) (float64, bool) {
-		if r.GPU == nil || r.GPU.Samples == 0 {
-			return 0, false
-		}
-		v := f(r.GPU)
-		return v, v > 0
-	}
+	return out
 }
 
 // Result is a comparison of reports: every report after the first
@@ -307,16 +290,6 @@ func (l *levelRuns) stat(m Metric) (report.Stat, bool) {
 	return report.Stat{N: 1, Mean: v, CI95Low: v, CI95High: v}, true
 }
 
-// LevelLabel writes a level as the reports do: "c=8" (closed loop) or
-// "8/s" (open loop).
-func LevelLabel(mode string, level float64) string {
-	l := strconv.FormatFloat(level, 'g', -1, 64)
-	if mode == "open" {
-		return l + "/s"
-	}
-	return "c=" + l
-}
-
 // Compare compares every input after the first with the first. At least
 // two inputs are needed, each with runs, and each pair must share a level.
 func Compare(inputs []Input) (*Result, error) {
@@ -385,7 +358,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 			continue
 		}
 		lb := b.levels[lv]
-		level := Level{Level: lv, Label: LevelLabel(a.mode, lv)}
+		level := Level{Level: lv, Label: format.Level(a.mode == report.ModeOpen, lv)}
 		for _, m := range Metrics {
 			if m.Key == "goodput_per_second" && !goodput {
 				continue
@@ -429,7 +402,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 func levelList(s *side) string {
 	var ls []string
 	for _, l := range s.order {
-		ls = append(ls, LevelLabel(s.mode, l))
+		ls = append(ls, format.Level(s.mode == report.ModeOpen, l))
 	}
 	return s.in.Name + ": " + strings.Join(ls, ", ")
 }

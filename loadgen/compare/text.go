@@ -3,11 +3,11 @@ package compare
 import (
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -155,51 +155,20 @@ func signed(s string, v float64) string {
 	return s
 }
 
-// FormatValue writes v in its unit: seconds as ms or µs when small, bytes
-// as GiB, dollars with enough digits for small amounts.
+// FormatValue writes v in its unit (loadgen/format): seconds as ms or µs
+// when small, bytes in GiB, dollars to the cent or three significant
+// digits below $1, other units with three significant digits.
 func FormatValue(unit string, v float64) string {
 	switch unit {
 	case "seconds":
-		switch a := math.Abs(v); {
-		case a == 0:
-			return "0 s"
-		case a < 1e-3:
-			return sig(v*1e6, 3) + " µs"
-		case a < 1:
-			return sig(v*1e3, 3) + " ms"
-		default:
-			return sig(v, 3) + " s"
-		}
+		return format.Seconds(v)
 	case "bytes":
-		return sig(v/(1<<30), 3) + " GiB"
+		return format.GiB(v)
 	case "USD":
-		if math.Abs(v) >= 1 {
-			return "$" + strconv.FormatFloat(v, 'f', 2, 64)
-		}
-		s := sig(v, 3)
-		if i := strings.IndexByte(s, '.'); i < 0 {
-			s += ".00"
-		} else if d := len(s) - i - 1; d < 2 {
-			s += strings.Repeat("0", 2-d)
-		}
-		return "$" + s
+		return format.USD(v, 3)
 	default:
-		return sig(v, 3)
+		return format.Num(v)
 	}
-}
-
-// sig formats v with n significant digits (whole numbers from 1000),
-// without exponent or trailing zeros.
-func sig(v float64, n int) string {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	d := max(n-1-int(math.Floor(math.Log10(math.Abs(v)))), 0)
-	s := strconv.FormatFloat(v, 'f', d, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 func floats(v []float64) string {

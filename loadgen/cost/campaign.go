@@ -5,10 +5,10 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -297,7 +297,7 @@ func (cc *CampaignCost) WriteText(w io.Writer) error {
 		if r.Interrupted {
 			flag = " (interrupted)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, USD(r.GPUHourlyUSD), r.GPUs)
+		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, format.USD(r.GPUHourlyUSD, 4), r.GPUs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -309,22 +309,22 @@ func (cc *CampaignCost) WriteText(w io.Writer) error {
 		gpus = "GPUs"
 	}
 	rate := cc.GPUHourlyUSD * float64(cc.GPUs)
-	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", USD(cc.GPUHourlyUSD), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
+	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", format.USD(cc.GPUHourlyUSD, 4), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
 	fmt.Fprintf(w, "billed time: %s\n\n", billing(cc.BillingIncrementSeconds, cc.MinimumChargeSeconds))
 	for _, l := range []struct {
 		k string
 		h float64
 	}{{"runs", cc.RunHours}, {"setup", cc.SetupHours}, {"retries", cc.RetryHours}, {"rounding", cc.RoundingHours}} {
-		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, USD(rate*l.h))
+		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, format.USD(rate*l.h, 4))
 	}
-	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, USD(cc.GPUUSD))
-	fmt.Fprintf(tw, "storage\t\t%s\n", USD(cc.StorageUSD))
-	fmt.Fprintf(tw, "egress\t\t%s\n", USD(cc.EgressUSD))
-	fmt.Fprintf(tw, "total\t\t%s\n", USD(cc.TotalUSD))
+	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, format.USD(cc.GPUUSD, 4))
+	fmt.Fprintf(tw, "storage\t\t%s\n", format.USD(cc.StorageUSD, 4))
+	fmt.Fprintf(tw, "egress\t\t%s\n", format.USD(cc.EgressUSD, 4))
+	fmt.Fprintf(tw, "total\t\t%s\n", format.USD(cc.TotalUSD, 4))
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "samples completed\t%d\n", cc.SamplesCompleted)
-	fmt.Fprintf(tw, "cost per sample\t%s\n", USD(cc.PerSampleUSD))
-	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", USD(cc.Per1kSamplesUSD))
+	fmt.Fprintf(tw, "cost per sample\t%s\n", format.USD(cc.PerSampleUSD, 4))
+	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", format.USD(cc.Per1kSamplesUSD, 4))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -360,26 +360,5 @@ func span(secs float64) string {
 		return f(secs/60) + " min"
 	default:
 		return f(secs) + " s"
-	}
-}
-
-// USD formats dollars: two decimals from $1, four significant digits
-// below (a cost per sample is often a fraction of a cent).
-func USD(v float64) string {
-	switch a := math.Abs(v); {
-	case a == 0:
-		return "$0.00"
-	case a >= 1:
-		return "$" + strconv.FormatFloat(v, 'f', 2, 64)
-	default:
-		d := max(2, 3-int(math.Floor(math.Log10(a))))
-		s := strconv.FormatFloat(v, 'f', d, 64)
-		if i := strings.IndexByte(s, '.'); i >= 0 && len(s)-i-1 > 2 {
-			s = strings.TrimRight(s, "0")
-			if len(s)-i-1 < 2 {
-				s += strings.Repeat("0", 2-(len(s)-i-1))
-			}
-		}
-		return "$" + s
 	}
 }

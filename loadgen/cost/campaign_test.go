@@ -224,15 +224,3 @@ func TestCampaignTextAndJSON(t *testing.T) {
 		t.Errorf("JSON: %s", b)
 	}
 }
-
-func TestUSD(t *testing.T) {
-	for _, tc := range []struct {
-		v    float64
-		want string
-	}{{0, "$0.00"}, {3.6, "$3.60"}, {1234.567, "$1234.57"}, {0.3, "$0.30"}, {0.5, "$0.50"}, {0.0003, "$0.0003"},
-		{0.12345, "$0.1235"}, {0.0123456, "$0.01235"}, {0.05, "$0.05"}} {
-		if got := USD(tc.v); got != tc.want {
-			t.Errorf("USD(%v) = %q, want %q", tc.v, got, tc.want)
-		}
-	}
-}

@@ -6,39 +6,12 @@
 package cost
 
 import (
-	"math"
-
-	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// Prices are the billing inputs.
-type Prices struct {
-	GPUHourlyUSD float64
-	GPUs         int
-	// OverheadHours are billed hours that produced no results: setup,
-	// retries, idle time.
-	OverheadHours float64
-}
-
-// Validate checks the prices.
-func (p Prices) Validate() error {
-	if p.GPUHourlyUSD < 0 || math.IsNaN(p.GPUHourlyUSD) || math.IsInf(p.GPUHourlyUSD, 0) {
-		return option.Errorf("%s must be a non-negative number, got %v", option.Name("GPUHourlyUSD"), p.GPUHourlyUSD)
-	}
-	if p.GPUs < 1 {
-		return option.Errorf("%s must be at least 1, got %d", option.Name("GPUs"), p.GPUs)
-	}
-	if p.OverheadHours < 0 || math.IsNaN(p.OverheadHours) {
-		return option.Errorf("%s must not be negative, got %v", option.Name("OverheadHours"), p.OverheadHours)
-	}
-	return nil
-}
-
-// Total is the billed cost of runHours of measurement plus the overhead.
-func (p Prices) Total(runHours float64) float64 {
-	return p.GPUHourlyUSD * float64(p.GPUs) * (runHours + p.OverheadHours)
-}
+// Prices are the billing inputs: the prices a report records with its
+// runs (report.CostSettings, one type).
+type Prices = report.CostSettings
 
 // Compute returns the cost of a run that lasted runSeconds and completed
 // requests successful requests with the given token totals. Each per-unit

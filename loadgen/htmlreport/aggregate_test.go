@@ -20,7 +20,6 @@ func TestAggregateRowsLabelled(t *testing.T) {
 	}
 	reps := []report.Run{mk(1, 640, ""), mk(2, 660, "run too short for a trustworthy energy figure")}
 	agg := stats.Aggregate(reps)
-	agg.GPU = report.AggregateGPU(reps)
 	for _, tc := range []struct {
 		runs []report.Run
 		want bool

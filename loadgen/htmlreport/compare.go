@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpulens/gpulens/loadgen/compare"
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -33,12 +34,12 @@ var comparePage = template.Must(template.New("compare").Funcs(template.FuncMap{
 		}
 		return s
 	},
-	"usd":    func(v float64) string { return compare.FormatValue("USD", v) },
+	"usd":    func(v float64) string { return format.USD(v, 3) },
 	"tokens": fmtTokens,
 	"levels": func(mode string, ls []float64) string {
 		var s []string
 		for _, l := range ls {
-			s = append(s, compare.LevelLabel(mode, l))
+			s = append(s, format.Level(mode == report.ModeOpen, l))
 		}
 		return strings.Join(s, ", ")
 	},
@@ -146,15 +147,15 @@ func compareCharts(index int, p compare.Pair) []chart {
 				ss[i].Low, ss[i].High = nil, nil
 			}
 		}
-		unit, f := m.Unit, fmtNum
+		unit, f := m.Unit, format.Num
 		switch m.Unit {
 		case "seconds":
-			f = fmtSeconds
+			f = format.SecondsTick
 		case "USD":
-			f = fmtUSD
+			f = format.USDTick
 		case "bytes": // charted in GiB, for round ticks
 			unit = "GiB"
-			f = func(v float64) string { return trimFloat(v, 3) + " GiB" }
+			f = func(v float64) string { return format.Sig(v, 3) + " GiB" }
 			for i := range ss {
 				for _, vs := range [][]float64{ss[i].Values, ss[i].Low, ss[i].High} {
 					for j := range vs {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
 // gpuDoc is a sweep of two levels × two repeats with their aggregates,
@@ -20,7 +21,7 @@ func gpuDoc() *report.Document {
 				GPUs: []report.RunGPUDevice{{GPU: "0", UUID: "GPU-a", PeakMemoryUsedBytes: peak0 * (1 << 30)}, {GPU: "1", UUID: "GPU-b", PeakMemoryUsedBytes: peak1 * (1 << 30)}}}}
 	}
 	agg := func(level float64, reps ...report.Run) report.Run {
-		a := report.Run{Name: "agg", Level: level, Aggregate: true, Settings: reps[0].Settings, GPU: report.AggregateGPU(reps),
+		a := report.Run{Name: "agg", Level: level, Aggregate: true, Settings: reps[0].Settings, GPU: stats.AggregateGPU(reps),
 			Summary: report.Summary{Stats: map[string]report.Stat{
 				report.StatGPUOutputTokensPerJoule: {N: 2, Mean: (reps[0].GPU.OutputTokensPerJoule + reps[1].GPU.OutputTokensPerJoule) / 2, CI95Low: 0.1, CI95High: 0.9},
 			}}}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -25,14 +26,14 @@ var pageTemplate string
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
-	"secs": fmtSeconds,
+	"secs": format.SecondsTick,
 	// tokens: a length asked for and the server's count (p50).
 	"tokens": fmtTokens,
-	"usd":    fmtUSD,
-	"num":    fmtNum,
-	"pct":    func(v float64) string { return trimFloat(v*100, 3) + " %" },
+	"usd":    format.USDTick,
+	"num":    format.Num,
+	"pct":    format.Percent,
 	"bytes": func(v float64) string {
-		return trimFloat(v/(1<<30), 3) + " GiB"
+		return format.GiB(v)
 	},
 	"time": func(t time.Time) string {
 		if t.IsZero() {
@@ -153,8 +154,8 @@ func build(doc *report.Document) view {
 			add("MIG instance on GPU "+mi.GPU, mi.Profile)
 		}
 		if g.Samples > 0 {
-			add("Peak GPU memory used", trimFloat(g.PeakMemoryUsedBytes/(1<<30), 3)+" GiB")
-			add("Mean GPU utilisation", trimFloat(g.MeanUtilizationRatio*100, 3)+" %")
+			add("Peak GPU memory used", format.GiB(g.PeakMemoryUsedBytes))
+			add("Mean GPU utilisation", format.Percent(g.MeanUtilizationRatio))
 			add("GPU samples", strconv.Itoa(g.Samples))
 		}
 		add("GPU exporter error", g.Error)
@@ -250,20 +251,14 @@ func settingsRows(s report.Settings) []kv {
 // levelName is "concurrency" or "rate" for the runs' mode.
 func levelName(runs []report.Run) string {
 	for _, r := range runs {
-		if r.Settings.Mode == "open" {
+		if r.Settings.Mode == report.ModeOpen {
 			return "rate (requests/s)"
 		}
 	}
 	return "concurrency"
 }
 
-func fmtLevel(r report.Run) string {
-	l := strconv.FormatFloat(r.Level, 'g', -1, 64)
-	if r.Settings.Mode == "open" {
-		return l + "/s"
-	}
-	return "c=" + l
-}
+func fmtLevel(r report.Run) string { return format.Level(r.Settings.Mode == report.ModeOpen, r.Level) }
 
 // runLabels gives each run a short axis label: its level, plus the repeat
 // or "mean" when a level has several runs.
@@ -354,28 +349,32 @@ func levels(runs []report.Run) []levelPoint {
 	return out
 }
 
-// value returns the level's mean of a metric and, from the aggregate's
-// statistics, its 95 % confidence interval (NaN when unknown).
-func (p levelPoint) value(statKey string, get func(*report.Summary) float64) (mean, lo, hi float64) {
+// value returns the level's mean of a figure (report.Figure) and, from
+// the aggregate's statistics, its 95 % confidence interval (NaN when
+// unknown).
+func (p levelPoint) value(f report.Figure) (mean, lo, hi float64) {
 	lo, hi = math.NaN(), math.NaN()
 	if p.agg != nil {
-		mean = get(&p.agg.Summary)
-		if st, ok := p.agg.Summary.Stats[statKey]; ok && st.N > 1 {
+		mean, _ = f.Read(p.agg)
+		if st, ok := p.agg.Summary.Stats[f.Key]; ok && st.N > 1 {
 			mean, lo, hi = st.Mean, st.CI95Low, st.CI95High
 		}
 		return mean, lo, hi
 	}
 	for i := range p.runs {
-		mean += get(&p.runs[i].Summary) / float64(len(p.runs))
+		v, _ := f.Read(&p.runs[i])
+		mean += v / float64(len(p.runs))
 	}
 	return mean, lo, hi
 }
 
-func levelSeries(pts []levelPoint, name, statKey string, get func(*report.Summary) float64) series {
+// levelSeries is a figure (named by its key) at every level.
+func levelSeries(pts []levelPoint, name, key string) series {
+	f := report.MustFigure(key)
 	s := series{Name: name}
 	hasCI := false
 	for _, p := range pts {
-		m, lo, hi := p.value(statKey, get)
+		m, lo, hi := p.value(f)
 		s.Values = append(s.Values, m)
 		s.Low = append(s.Low, lo)
 		s.High = append(s.High, hi)
@@ -408,7 +407,7 @@ func charts(doc *report.Document, labels []string) []chart {
 				ss[j].Values = append(ss[j].Values, v)
 			}
 		}
-		c := barChart(name, title, "seconds", rl, ss, fmtSeconds)
+		c := barChart(name, title, "seconds", rl, ss, format.SecondsTick)
 		c.Caption = caption
 		return c
 	}
@@ -426,23 +425,23 @@ func charts(doc *report.Document, labels []string) []chart {
 	xl := levelName(doc.Runs)
 	out = append(out,
 		lineChart(ChartTTFTVsLevel, "TTFT against "+xl, "seconds", xl, ll, []series{
-			levelSeries(pts, "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 }),
-			levelSeries(pts, "p99", "ttft_seconds.p99", func(s *report.Summary) float64 { return s.TTFT.P99 }),
-		}, fmtSeconds),
+			levelSeries(pts, "p50", "ttft_seconds.p50"),
+			levelSeries(pts, "p99", "ttft_seconds.p99"),
+		}, format.SecondsTick),
 		lineChart(ChartThroughputVsLvl, "Output tokens/s against "+xl, "tokens/s", xl, ll, []series{
-			levelSeries(pts, "output tokens/s", "output_tokens_per_second", func(s *report.Summary) float64 { return s.OutputTokensPerSecond }),
-		}, fmtNum),
+			levelSeries(pts, "output tokens/s", "output_tokens_per_second"),
+		}, format.Num),
 		lineChart(ChartGoodputVsLevel, "Request throughput and goodput against "+xl, "requests/s", xl, ll, []series{
-			levelSeries(pts, "requests/s", "request_throughput_per_second", func(s *report.Summary) float64 { return s.RequestThroughput }),
-			levelSeries(pts, "goodput/s", "goodput_per_second", func(s *report.Summary) float64 { return s.GoodputPerSecond }),
-		}, fmtNum),
+			levelSeries(pts, "requests/s", "request_throughput_per_second"),
+			levelSeries(pts, "goodput/s", "goodput_per_second"),
+		}, format.Num),
 		lineChart(ChartCostVsLevel, "Cost per request against "+xl, "USD", xl, ll, []series{
-			levelSeries(pts, "cost per request", "cost.per_request_usd", func(s *report.Summary) float64 { return s.Cost.PerRequestUSD }),
-		}, fmtUSD),
+			levelSeries(pts, "cost per request", "cost.per_request_usd"),
+		}, format.USDTick),
 		lineChart(ChartScheduleLagLevel, "Schedule lag against "+xl, "seconds", xl, ll, []series{
-			levelSeries(pts, "p50", "schedule_lag_seconds.p50", func(s *report.Summary) float64 { return s.ScheduleLag.P50 }),
-			levelSeries(pts, "p99", "schedule_lag_seconds.p99", func(s *report.Summary) float64 { return s.ScheduleLag.P99 }),
-		}, fmtSeconds),
+			levelSeries(pts, "p50", "schedule_lag_seconds.p50"),
+			levelSeries(pts, "p99", "schedule_lag_seconds.p99"),
+		}, format.SecondsTick),
 	)
 	// Errors: the known classes in order, then any other class seen.
 	classes := append([]string(nil), report.ErrorClasses...)

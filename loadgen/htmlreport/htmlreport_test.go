@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -98,7 +99,7 @@ func TestLevelCI(t *testing.T) {
 	if len(pts) != 4 {
 		t.Fatalf("%d levels, want 4", len(pts))
 	}
-	s := levelSeries(pts, "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 })
+	s := levelSeries(pts, "p50", "ttft_seconds.p50")
 	for i, p := range pts {
 		st := p.agg.Summary.Stats["ttft_seconds.p50"]
 		if s.Values[i] != st.Mean || s.Low[i] != math.Max(st.CI95Low, 0) || s.High[i] != st.CI95High {
@@ -112,7 +113,7 @@ func TestLevelCI(t *testing.T) {
 			plain = append(plain, r)
 		}
 	}
-	s = levelSeries(levels(plain), "p50", "ttft_seconds.p50", func(s *report.Summary) float64 { return s.TTFT.P50 })
+	s = levelSeries(levels(plain), "p50", "ttft_seconds.p50")
 	want := (plain[0].Summary.TTFT.P50 + plain[1].Summary.TTFT.P50) / 2
 	if s.Low != nil || math.Abs(s.Values[0]-want) > 1e-15 {
 		t.Errorf("level 1 without aggregate: %v (CI %v), want %v and no CI", s.Values[0], s.Low, want)
@@ -198,16 +199,16 @@ func TestScale(t *testing.T) {
 
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
-		{fmtSeconds(0.0123), "12.3 ms"},
-		{fmtSeconds(0.000456), "456 µs"},
-		{fmtSeconds(2.5), "2.5 s"},
-		{fmtSeconds(0), "0"},
-		{fmtSeconds(0.05), "50 ms"},
-		{fmtUSD(0.000123456), "$0.000123"},
-		{fmtUSD(3.6), "$3.60"},
-		{fmtUSD(0), "$0"},
-		{fmtNum(1234.6), "1235"},
-		{fmtNum(12.345), "12.3"},
+		{format.SecondsTick(0.0123), "12.3 ms"},
+		{format.SecondsTick(0.000456), "456 µs"},
+		{format.SecondsTick(2.5), "2.5 s"},
+		{format.SecondsTick(0), "0"},
+		{format.SecondsTick(0.05), "50 ms"},
+		{format.USDTick(0.000123456), "$0.000123"},
+		{format.USDTick(3.6), "$3.60"},
+		{format.USDTick(0), "$0"},
+		{format.Num(1234.6), "1235"},
+		{format.Num(12.345), "12.3"},
 		{fmtCount(7), "7"},
 	} {
 		if tc.got != tc.want {

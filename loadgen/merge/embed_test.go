@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -69,7 +68,7 @@ func openWorkers(t *testing.T, dir string, n, shards int) []Input {
 				res = append(res, synth(k, off))
 			}
 		}
-		set := report.Settings{Mode: runner.Open, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
+		set := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 			Endpoint: "chat", Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 			Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
 		sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2},
@@ -106,7 +105,7 @@ func closedWorkers(t *testing.T, dir string, users []int) []Input {
 					r.Index = k
 					res = append(res, r)
 				}
-				set := report.Settings{Mode: runner.Closed, Concurrency: level, WarmupSeconds: 0.25, TimeoutSeconds: 1, Endpoint: "chat",
+				set := report.Settings{Mode: report.ModeClosed, Concurrency: level, WarmupSeconds: 0.25, TimeoutSeconds: 1, Endpoint: "chat",
 					Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05}}
 				sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Warmup: 250 * time.Millisecond})
 				sum.MaxInFlight, sum.WarmupRequests = level, 1
@@ -203,7 +202,7 @@ func TestMergeEmbedRequests(t *testing.T) {
 					}
 				}
 				target := 0.0
-				if m.Settings.Mode == runner.Open {
+				if m.Settings.Mode == report.ModeOpen {
 					target = m.Settings.Rate
 				}
 				sum := stats.Summarize(m.Requests, stats.SummaryConfig{SLO: m.Settings.SLO,

@@ -18,10 +18,8 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -173,7 +171,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 					option.Name("Shard"), embedRequests)
 			}
 			k := runKey{r.Level, r.Repeat}
-			if r.Settings.Mode == runner.Closed {
+			if r.Settings.Mode == report.ModeClosed {
 				k.level = float64(ord)
 			}
 			p := parts[k]
@@ -235,18 +233,18 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		set.Shard = ""
 		name := p.run.Name
 		level := p.run.Level
-		if set.Mode == runner.Closed {
+		if set.Mode == report.ModeClosed {
 			// Every shard ran its own users: together, the sum.
 			set.Concurrency = p.users
 			level = float64(p.users)
-			name = campaign.RunName(runner.Closed, level, 0)
+			name = report.RunName(report.ModeClosed, level, 0)
 			if repeats {
-				name = campaign.RunName(runner.Closed, level, k.repeat)
+				name = report.RunName(report.ModeClosed, level, k.repeat)
 			}
 		}
 		slices.SortFunc(p.records, func(a, b report.Record) int { return a.Index - b.Index })
 		target := 0.0
-		if set.Mode == runner.Open {
+		if set.Mode == report.ModeOpen {
 			// The schedule's rate, or the covered shards' part of it.
 			target = set.Rate
 			if p.covered != count {
@@ -255,7 +253,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		}
 		sum := stats.Summarize(p.records, stats.SummaryConfig{
 			SLO:        set.SLO,
-			Prices:     cost.Prices{GPUHourlyUSD: set.Cost.GPUHourlyUSD, GPUs: set.Cost.GPUs, OverheadHours: set.Cost.OverheadHours},
+			Prices:     set.Cost,
 			TargetRate: target,
 			Warmup:     time.Duration(set.WarmupSeconds * float64(time.Second)),
 		})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -62,7 +61,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	)
 	sc := schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: 42}
 	offsets := schedule.Generate(sc, n, 0)
-	settings := report.Settings{Mode: runner.Open, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
+	settings := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 		Endpoint: "chat", Model: "m", Seed: 42, SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 		Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
 	sumCfg := stats.SummaryConfig{SLO: settings.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate}
@@ -152,7 +151,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 func TestMergeRejects(t *testing.T) {
 	run := func(shard string, recs []report.Record, seed int64) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: seed, Model: "m"}, Runs: []report.Run{{
-			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 1, Shard: shard, Seed: seed},
+			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: report.ModeOpen, Rate: 1, Shard: shard, Seed: seed},
 			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
 	}
 	rec := []report.Record{{Index: 0, Sent: 1, End: 2}}
@@ -205,7 +204,7 @@ func TestMergeSweepRepeats(t *testing.T) {
 					res = append(res, r)
 				}
 				run := report.Run{Name: fmt.Sprintf("concurrency=%d repeat=%d", int(level), rep), Level: level, Repeat: rep,
-					Settings: report.Settings{Mode: runner.Closed, Concurrency: int(level), Shard: fmt.Sprintf("%d/2", shard), Seed: 3},
+					Settings: report.Settings{Mode: report.ModeClosed, Concurrency: int(level), Shard: fmt.Sprintf("%d/2", shard), Seed: 3},
 					Summary:  stats.Summarize(res, stats.SummaryConfig{}), Requests: res}
 				d.Runs = append(d.Runs, run)
 			}
@@ -242,7 +241,7 @@ func TestMergeMultiTurnShards(t *testing.T) {
 	ms := func(d float64) time.Duration { return time.Duration(d * float64(time.Millisecond)) }
 	run := func(shard string, recs []report.Record) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m"}, Runs: []report.Run{{
-			Name: "concurrency=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Closed, Concurrency: 1, Shard: shard, Seed: 1},
+			Name: "concurrency=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: report.ModeClosed, Concurrency: 1, Shard: shard, Seed: 1},
 			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
 	}
 	// Two turns per conversation: conversation 0 (requests 0, 1) on shard

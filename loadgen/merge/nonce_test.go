@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
 // TestMergeNoncesAndInterrupted: the merged report keeps the workers'
@@ -16,7 +15,7 @@ import (
 func TestMergeNoncesAndInterrupted(t *testing.T) {
 	worker := func(shard, nonce string, recs ...report.Record) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m", PromptNonce: nonce}, Runs: []report.Run{{
-			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: runner.Open, Rate: 1, Shard: shard, Seed: 1, Prompts: report.PromptsDistinct},
+			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: report.ModeOpen, Rate: 1, Shard: shard, Seed: 1, Prompts: report.PromptsDistinct},
 			Summary: report.Summary{RequestsCompleted: len(recs)}, Requests: recs}}}
 	}
 	ok0 := report.Record{Index: 0, Sent: 1, FirstToken: 5, End: 9, Status: 200, OutputTokens: 1, ChunkOffsets: []time.Duration{4}, ChunkTokens: []int32{1}}

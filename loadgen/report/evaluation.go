@@ -153,117 +153,13 @@ func (g *RunGPU) SetWork(outputTokens int64, completed int) {
 	}
 }
 
-// GPU statistics keys of an aggregate run's Summary.Stats (across the
-// repeats that read an exporter), next to the summary's own.
-const (
-	StatGPUPeakMemoryUsedBytes    = "gpu.peak_memory_used_bytes"
-	StatGPUMeanUtilizationRatio   = "gpu.mean_utilization_ratio"
-	StatGPUMeanPowerWatts         = "gpu.mean_power_watts"
-	StatGPUEnergyJoules           = "gpu.energy_joules"
-	StatGPUOutputTokensPerJoule   = "gpu.output_tokens_per_joule"
-	StatGPUEnergyPerRequestJoules = "gpu.energy_per_request_joules"
-)
-
-// GPUScalars are the per-run GPU figures aggregated across repeats, keyed
-// as in Summary.Stats.
-var GPUScalars = []struct {
-	Name string
-	Get  func(*RunGPU) float64
-}{
-	{StatGPUPeakMemoryUsedBytes, func(g *RunGPU) float64 { return g.PeakMemoryUsedBytes }},
-	{StatGPUMeanUtilizationRatio, func(g *RunGPU) float64 { return g.MeanUtilizationRatio }},
-	{StatGPUMeanPowerWatts, func(g *RunGPU) float64 { return g.MeanPowerWatts }},
-	{StatGPUEnergyJoules, func(g *RunGPU) float64 { return g.EnergyJoules }},
-	{StatGPUOutputTokensPerJoule, func(g *RunGPU) float64 { return g.OutputTokensPerJoule }},
-	{StatGPUEnergyPerRequestJoules, func(g *RunGPU) float64 { return g.EnergyPerRequestJoules }},
-}
-
-// AggregateGPU combines the GPU side of the repeats of one level, as
-// loadgen/stats.Aggregate combines their summaries: every figure (peak
-// memory, utilisation, power, energy, duration, tokens per joule, energy
-// per request) is the mean of the repeats', so that an aggregate row is
-// one typical repeat; only Samples is the total over the repeats. Repeats
-// without a GPU side are left out; nil when none has one. Per GPU (matched
-// by GPU index and UUID, in the first repeat's order): the mean over the
-// repeats that have that GPU. Error and Warning are the first repeat's,
-// named.
-func AggregateGPU(reps []Run) *RunGPU {
-	var gs []*RunGPU
-	var errs, warns []string
-	for i := range reps {
-		if g := reps[i].GPU; g != nil {
-			gs = append(gs, g)
-			if g.Error != "" {
-				errs = append(errs, reps[i].Name+": "+g.Error)
-			}
-			if g.Warning != "" {
-				warns = append(warns, reps[i].Name+": "+g.Warning)
-			}
-		}
-	}
-	if len(gs) == 0 {
-		return nil
-	}
-	n := float64(len(gs))
-	agg := &RunGPU{}
-	type key struct{ gpu, uuid string }
-	at := map[key]int{}
-	count := map[key]int{}
-	for _, g := range gs {
-		agg.PeakMemoryUsedBytes += g.PeakMemoryUsedBytes / n
-		agg.MeanUtilizationRatio += g.MeanUtilizationRatio / n
-		agg.MeanPowerWatts += g.MeanPowerWatts / n
-		agg.EnergyJoules += g.EnergyJoules / n
-		agg.DurationSeconds += g.DurationSeconds / n
-		agg.EnergyExtrapolatedRatio += g.EnergyExtrapolatedRatio / n
-		agg.EnergyFromPower = agg.EnergyFromPower || g.EnergyFromPower
-		agg.OutputTokensPerJoule += g.OutputTokensPerJoule / n
-		agg.EnergyPerRequestJoules += g.EnergyPerRequestJoules / n
-		agg.Samples += g.Samples
-		for _, d := range g.GPUs {
-			k := key{d.GPU, d.UUID}
-			i, ok := at[k]
-			if !ok {
-				i = len(agg.GPUs)
-				at[k] = i
-				agg.GPUs = append(agg.GPUs, RunGPUDevice{GPU: d.GPU, UUID: d.UUID, Name: d.Name})
-			}
-			a := &agg.GPUs[i]
-			a.PeakMemoryUsedBytes += d.PeakMemoryUsedBytes
-			a.MeanUtilizationRatio += d.MeanUtilizationRatio
-			a.MeanPowerWatts += d.MeanPowerWatts
-			a.EnergyJoules += d.EnergyJoules
-			count[k]++
-		}
-	}
-	for i := range agg.GPUs {
-		a := &agg.GPUs[i]
-		c := float64(count[key{a.GPU, a.UUID}])
-		a.PeakMemoryUsedBytes /= c
-		a.MeanUtilizationRatio /= c
-		a.MeanPowerWatts /= c
-		a.EnergyJoules /= c
-	}
-	if len(errs) > 0 {
-		agg.Error = errs[0]
-	}
-	if len(warns) > 0 {
-		agg.Warning = warns[0]
-	}
-	return agg
-}
-
-// Response is one line of the saved-responses file: what the server
-// answered to one measured request, for an evaluation harness to score
-// apart from the timing (docs/loadgen.md, "Saved responses"). Nothing here
+// Answer is what the server answered to one measured request, for an
+// evaluation harness to score apart from the timing: optional text on the
+// request's Record (Record.Answer, kept when responses are saved), written
+// with the record's name and outcome as one line of the saved-responses
+// file (WriteResponses; docs/loadgen.md, "Saved responses"). Nothing here
 // is scored.
-type Response struct {
-	// Run, Level and Repeat name the run, as in the per-request file.
-	Run    string  `json:"run"`
-	Level  float64 `json:"level"`
-	Repeat int     `json:"repeat"`
-	// Index is the request index in the seeded schedule.
-	Index int `json:"index"`
+type Answer struct {
 	// DatasetRow is where the prompt is in the dataset file: its line
 	// (JSONL) or its position in the array (ShareGPT), counted from 1; 0
 	// (absent) for synthetic prompts. ID and Reference are the dataset
@@ -282,42 +178,59 @@ type Response struct {
 	Response     string `json:"response"`
 	Reasoning    string `json:"reasoning,omitempty"`
 	FinishReason string `json:"finish_reason,omitempty"`
-	PromptTokens int    `json:"prompt_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	// TokensEstimated: the server sent no usage (Record.TokensEstimated).
-	TokensEstimated bool `json:"tokens_estimated,omitempty"`
-	// ErrorClass is empty for a request that completed (Record.ErrorClass):
-	// a failed request's response is what arrived before it failed.
-	ErrorClass string `json:"error_class,omitempty"`
 }
 
-// WriteResponses writes one response per line as JSON, HTML characters
-// unescaped.
-func WriteResponses(w io.Writer, rs []Response) error {
+// responseLine is one line of the saved-responses file: the record's run,
+// index and outcome around its Answer. The layout is the file's format
+// (docs/loadgen.md), unchanged since the file was first written.
+type responseLine struct {
+	Run    string  `json:"run"`
+	Level  float64 `json:"level"`
+	Repeat int     `json:"repeat"`
+	Index  int     `json:"index"`
+	*Answer
+	PromptTokens    int    `json:"prompt_tokens"`
+	OutputTokens    int    `json:"output_tokens"`
+	TokensEstimated bool   `json:"tokens_estimated,omitempty"`
+	ErrorClass      string `json:"error_class,omitempty"`
+}
+
+// WriteResponses writes the answer of every record that has one, one per
+// line as JSON, HTML characters unescaped: the record's Run, Level,
+// Repeat, Index, token counts and error class with its Answer.
+func WriteResponses(w io.Writer, recs []Record) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	for i := range rs {
-		if err := enc.Encode(&rs[i]); err != nil {
+	for i := range recs {
+		r := &recs[i]
+		if r.Answer == nil {
+			continue
+		}
+		line := responseLine{Run: r.Run, Level: r.Level, Repeat: r.Repeat, Index: r.Index, Answer: r.Answer,
+			PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, TokensEstimated: r.TokensEstimated, ErrorClass: r.ErrorClass}
+		if err := enc.Encode(&line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ReadResponses reads what WriteResponses wrote.
-func ReadResponses(r io.Reader) ([]Response, error) {
-	var rs []Response
+// ReadResponses reads what WriteResponses wrote: one record per line, with
+// its Answer and the fields the line holds.
+func ReadResponses(r io.Reader) ([]Record, error) {
+	var recs []Record
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 256<<20)
 	for line := 1; sc.Scan(); line++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var x Response
+		x := responseLine{Answer: &Answer{}}
 		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			return rs, fmt.Errorf("response on line %d: %w", line, err)
+			return recs, fmt.Errorf("response on line %d: %w", line, err)
 		}
-		rs = append(rs, x)
+		recs = append(recs, Record{Run: x.Run, Level: x.Level, Repeat: x.Repeat, Index: x.Index, Answer: x.Answer,
+			PromptTokens: x.PromptTokens, OutputTokens: x.OutputTokens, TokensEstimated: x.TokensEstimated, ErrorClass: x.ErrorClass})
 	}
-	return rs, sc.Err()
+	return recs, sc.Err()
 }

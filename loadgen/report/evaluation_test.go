@@ -27,44 +27,15 @@ func TestSetWork(t *testing.T) {
 	}
 }
 
-func TestAggregateGPU(t *testing.T) {
-	dev := func(gpu string, peak, util, power, energy float64) RunGPUDevice {
-		return RunGPUDevice{GPU: gpu, UUID: "GPU-" + gpu, PeakMemoryUsedBytes: peak, MeanUtilizationRatio: util, MeanPowerWatts: power, EnergyJoules: energy}
-	}
-	reps := []Run{
-		{Name: "c=1 repeat=1", GPU: &RunGPU{GPUs: []RunGPUDevice{dev("0", 10, 0.4, 200, 600), dev("1", 5, 0.2, 100, 300)},
-			PeakMemoryUsedBytes: 14, MeanUtilizationRatio: 0.25, MeanPowerWatts: 300, EnergyJoules: 900, OutputTokensPerJoule: 2, EnergyPerRequestJoules: 30, Samples: 5,
-			DurationSeconds: 1.5, EnergyExtrapolatedRatio: 0.6, Warning: "too short"}},
-		{Name: "c=1 repeat=2"}, // no exporter reading: left out
-		{Name: "c=1 repeat=3", GPU: &RunGPU{GPUs: []RunGPUDevice{dev("0", 12, 0.6, 220, 700)},
-			PeakMemoryUsedBytes: 12, MeanUtilizationRatio: 0.75, MeanPowerWatts: 220, EnergyJoules: 700, EnergyFromPower: true,
-			OutputTokensPerJoule: 1, EnergyPerRequestJoules: 10, Samples: 3, Error: "scraping: HTTP 500", DurationSeconds: 2.5, EnergyExtrapolatedRatio: 0.1}},
-	}
-	got := AggregateGPU(reps)
-	want := &RunGPU{
-		// Means of the repeats (a GPU: of the repeats that have it), the
-		// samples a total.
-		GPUs:                []RunGPUDevice{dev("0", 11, 0.5, 210, 650), dev("1", 5, 0.2, 100, 300)},
-		PeakMemoryUsedBytes: 13, MeanUtilizationRatio: 0.5, MeanPowerWatts: 260, EnergyJoules: 800, EnergyFromPower: true,
-		OutputTokensPerJoule: 1.5, EnergyPerRequestJoules: 20, Samples: 8, Error: "c=1 repeat=3: scraping: HTTP 500",
-		DurationSeconds: 2, EnergyExtrapolatedRatio: 0.35, Warning: "c=1 repeat=1: too short",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got  %+v\nwant %+v", *got, *want)
-	}
-	if AggregateGPU([]Run{{Name: "a"}, {Name: "b"}}) != nil {
-		t.Error("an aggregate GPU side without any repeat's")
-	}
-}
-
 func TestResponsesRoundTrip(t *testing.T) {
-	rs := []Response{
-		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 0, DatasetRow: 3, ID: "q3", Reference: json.RawMessage(`{"a":[1,2]}`),
-			PromptSHA256: "ab", Prompt: "<b>x</b>", Response: "é & <tag>\n", FinishReason: "stop", PromptTokens: 4, OutputTokens: 5},
-		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 1, PromptSHA256: "cd", ErrorClass: ErrHTTP5xx},
+	rs := []Record{
+		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 0, PromptTokens: 4, OutputTokens: 5, Answer: &Answer{DatasetRow: 3, ID: "q3", Reference: json.RawMessage(`{"a":[1,2]}`),
+			PromptSHA256: "ab", Prompt: "<b>x</b>", Response: "é & <tag>\n", FinishReason: "stop"}},
+		{Run: "concurrency=1", Level: 1, Repeat: 1, Index: 1, ErrorClass: ErrHTTP5xx, Answer: &Answer{PromptSHA256: "cd"}},
 	}
 	var buf bytes.Buffer
-	if err := WriteResponses(&buf, rs); err != nil {
+	// A record without an answer (responses not kept for it) has no line.
+	if err := WriteResponses(&buf, append(rs[:1:1], Record{Index: 7}, rs[1])); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")

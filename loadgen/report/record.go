@@ -67,6 +67,12 @@ type Record struct {
 	ChunkOffsets []time.Duration `json:"chunk_offsets_ns,omitempty"`
 	ChunkTokens  []int32         `json:"chunk_tokens,omitempty"`
 
+	// Answer is what the server said, kept only when responses are saved
+	// (Answer): written to the saved-responses file (WriteResponses),
+	// never to the report or the per-request file. Its fields read
+	// through the record (r.Response) when it is set.
+	*Answer `json:"-"`
+
 	// Sim holds the gpulens simulator's own timestamps of the request, when
 	// it sent them (accuracy benchmarks). Never written.
 	Sim *SimTimestamps `json:"-"`

@@ -55,7 +55,7 @@ func records() []Record {
 	return []Record{
 		{Run: "rate=2 repeat=1", Level: 2, Repeat: 1, Index: 7, Intended: 10, Sent: 12, FirstByte: 40, FirstToken: 50, End: 90, Status: 200,
 			Model: "m", PromptTokens: 9, OutputTokens: 3, RequestedInputTokens: 8, RequestedOutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
-			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, Sim: &SimTimestamps{ArrivalUnixNano: 1}},
+			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, Sim: &SimTimestamps{ArrivalUnixNano: 1}, Answer: &Answer{PromptSHA256: "ab", Response: "yes"}},
 		{Index: 8, Intended: 10, Sent: 11, FirstByte: 20, End: 21, Status: 503, ErrorClass: ErrHTTP5xx, Error: "HTTP 503: busy", PromptTokens: 4,
 			Conversation: 2, Turn: 3},
 		{Index: 9, Intended: 10, Sent: 11, FirstByte: 20, FirstToken: 30, End: 900, Status: 200, ErrorClass: ErrCancelledAtEnd,
@@ -67,7 +67,8 @@ func records() []Record {
 // TestRecordRoundTrip: every field of a record survives being embedded in
 // a report and written to the per-request file, and read back (times to
 // the nanosecond), under the JSON names of the report format; only the
-// simulator's timestamps (Sim) are never written. A field added to Record
+// simulator's timestamps (Sim) and the answer (Answer, the saved-responses
+// file's) are never written there. A field added to Record
 // fails the test until a record here sets it.
 func TestRecordRoundTrip(t *testing.T) {
 	in := records()
@@ -98,7 +99,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("record 0 as JSON: %s (%v)", b, err)
 	}
 	exp := records()
-	exp[0].Sim = nil // never written
+	exp[0].Sim, exp[0].Answer = nil, nil // never written
 
 	// Embedded in a report.
 	doc := &Document{Runs: []Run{{Name: "r", Requests: in}}}

@@ -19,10 +19,12 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 )
 
@@ -178,7 +180,8 @@ type Run struct {
 
 // Settings are every knob that shaped a run.
 type Settings struct {
-	// Mode is "closed" (fixed concurrency) or "open" (arrival schedule).
+	// Mode is ModeClosed (fixed concurrency) or ModeOpen (arrival
+	// schedule).
 	Mode           string  `json:"mode"`
 	Concurrency    int     `json:"concurrency,omitempty"`
 	Rate           float64 `json:"rate_per_second,omitempty"`
@@ -228,11 +231,67 @@ type SLO struct {
 	E2ESeconds  float64 `json:"e2e_seconds,omitempty"`
 }
 
-// CostSettings are the prices used to compute Cost.
+// Modes of a run (Settings.Mode).
+const (
+	// ModeClosed: a fixed number of users, each sending its next request
+	// when the last ends; a level is a concurrency.
+	ModeClosed = "closed"
+	// ModeOpen: requests sent on an arrival schedule; a level is a rate
+	// (requests/s).
+	ModeOpen = "open"
+)
+
+// RunName names the run of a level: "concurrency=8" (closed loop) or
+// "rate=2.5" (open loop), and " repeat=2" after it for a repeat > 0.
+func RunName(mode string, level float64, repeat int) string {
+	name := fmt.Sprintf("rate=%g", level)
+	if mode == ModeClosed {
+		name = fmt.Sprintf("concurrency=%d", int(level))
+	}
+	if repeat > 0 {
+		name += fmt.Sprintf(" repeat=%d", repeat)
+	}
+	return name
+}
+
+// AggregateName names the aggregate of a level's n repeats after its
+// first repeat's name: "concurrency=8 (mean of 3)" for "concurrency=8
+// repeat=1".
+func AggregateName(first string, n int) string {
+	const rep1 = " repeat=1"
+	if i := len(first) - len(rep1); i > 0 && first[i:] == rep1 {
+		first = first[:i]
+	}
+	return first + " (mean of " + strconv.Itoa(n) + ")"
+}
+
+// CostSettings are the prices used to compute Cost (loadgen/cost, as
+// cost.Prices).
 type CostSettings struct {
-	GPUHourlyUSD  float64 `json:"gpu_hourly_usd"`
-	GPUs          int     `json:"gpus"`
+	GPUHourlyUSD float64 `json:"gpu_hourly_usd"`
+	GPUs         int     `json:"gpus"`
+	// OverheadHours are billed hours that produced no results: setup,
+	// retries, idle time.
 	OverheadHours float64 `json:"overhead_hours"`
+}
+
+// Validate checks the prices.
+func (p CostSettings) Validate() error {
+	if p.GPUHourlyUSD < 0 || math.IsNaN(p.GPUHourlyUSD) || math.IsInf(p.GPUHourlyUSD, 0) {
+		return option.Errorf("%s must be a non-negative number, got %v", option.Name("GPUHourlyUSD"), p.GPUHourlyUSD)
+	}
+	if p.GPUs < 1 {
+		return option.Errorf("%s must be at least 1, got %d", option.Name("GPUs"), p.GPUs)
+	}
+	if p.OverheadHours < 0 || math.IsNaN(p.OverheadHours) {
+		return option.Errorf("%s must not be negative, got %v", option.Name("OverheadHours"), p.OverheadHours)
+	}
+	return nil
+}
+
+// Total is the billed cost of runHours of measurement plus the overhead.
+func (p CostSettings) Total(runHours float64) float64 {
+	return p.GPUHourlyUSD * float64(p.GPUs) * (runHours + p.OverheadHours)
 }
 
 // Summary holds the measured results of one run. Latencies are measured

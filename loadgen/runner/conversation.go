@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 )
 
@@ -29,7 +30,7 @@ func runConversations(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs R
 		wg       sync.WaitGroup
 		slots    chan struct{}
 	)
-	if cfg.Mode == Open && cfg.MaxConcurrency > 0 {
+	if cfg.Mode == report.ModeOpen && cfg.MaxConcurrency > 0 {
 		slots = make(chan struct{}, cfg.MaxConcurrency)
 	}
 	stopAt := time.Time{}
@@ -75,7 +76,7 @@ func runConversations(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs R
 		return true
 	}
 
-	if cfg.Mode == Closed {
+	if cfg.Mode == report.ModeClosed {
 		var next atomic.Int64 // next conversation
 		for u := 0; u < cfg.Concurrency; u++ {
 			wg.Add(1)

@@ -59,7 +59,7 @@ func conversations(t *testing.T, recs []report.Record, turns int) map[int][]repo
 func TestConversationsClosedLoop(t *testing.T) {
 	think := 5 * time.Millisecond
 	d := &turnDoer{latency: 2 * time.Millisecond, fail: map[int]bool{4: true}} // conversation 1, turn 2
-	out, err := Run(context.Background(), Config{Mode: Closed, Concurrency: 2, Requests: 9, Turns: 3, ThinkTime: think}, d, indexRequester{}, nil)
+	out, err := Run(context.Background(), Config{Mode: report.ModeClosed, Concurrency: 2, Requests: 9, Turns: 3, ThinkTime: think}, d, indexRequester{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestConversationsOpenLoop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &turnDoer{latency: ms}
 			requests := len(tc.indexes)
-			out, err := Run(context.Background(), Config{Mode: Open, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant},
+			out, err := Run(context.Background(), Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant},
 				Requests: requests, Turns: 2, Shard: tc.shard}, d, indexRequester{}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -132,8 +132,8 @@ func TestConversationsOpenLoop(t *testing.T) {
 
 func TestConversationsConfig(t *testing.T) {
 	for _, c := range []Config{
-		{Mode: Closed, Concurrency: 1, Requests: 1, Turns: -1},
-		{Mode: Closed, Concurrency: 1, Requests: 1, Turns: 2, ThinkTime: -time.Second},
+		{Mode: report.ModeClosed, Concurrency: 1, Requests: 1, Turns: -1},
+		{Mode: report.ModeClosed, Concurrency: 1, Requests: 1, Turns: 2, ThinkTime: -time.Second},
 	} {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Turns and ThinkTime must not be negative") {
 			t.Errorf("%+v: err = %v", c, err)

@@ -56,9 +56,9 @@ func TestGracePeriodBoundsDuration(t *testing.T) {
 		want int // requests sent
 	}{
 		// Each user sends one request, which hangs past the duration.
-		{"closed loop", Config{Mode: Closed, Concurrency: 3}, 3},
+		{"closed loop", Config{Mode: report.ModeClosed, Concurrency: 3}, 3},
 		// Every scheduled request is sent and hangs.
-		{"open loop", Config{Mode: Open, Schedule: sc}, len(schedule.Generate(sc, 0, duration))},
+		{"open loop", Config{Mode: report.ModeOpen, Schedule: sc}, len(schedule.Generate(sc, 0, duration))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl, wl, _ := hangingServer(t)
@@ -106,7 +106,7 @@ func TestInterruptKeepsInFlight(t *testing.T) {
 		}
 		cancel() // every user's request is hanging
 	}()
-	out, err := Run(ctx, Config{Mode: Closed, Concurrency: users, Duration: time.Hour}, cl, wl, nil)
+	out, err := Run(ctx, Config{Mode: report.ModeClosed, Concurrency: users, Duration: time.Hour}, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

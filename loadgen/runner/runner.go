@@ -19,12 +19,6 @@ import (
 // DefaultGracePeriod is Config.GracePeriod when it is zero.
 const DefaultGracePeriod = 30 * time.Second
 
-// Modes.
-const (
-	Closed = "closed"
-	Open   = "open"
-)
-
 // Doer sends one request (client.Client) and returns its record, times
 // counted from start.
 type Doer interface {
@@ -79,11 +73,11 @@ type Config struct {
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	switch c.Mode {
-	case Closed:
+	case report.ModeClosed:
 		if c.Concurrency < 1 {
 			return option.Errorf("%s must be at least 1, got %d", option.Name("Concurrency"), c.Concurrency)
 		}
-	case Open:
+	case report.ModeOpen:
 		if err := c.Schedule.Validate(); err != nil {
 			return err
 		}
@@ -91,7 +85,7 @@ func (c *Config) Validate() error {
 			return option.Errorf("%s must not be negative, got %d", option.Name("MaxConcurrency"), c.MaxConcurrency)
 		}
 	default:
-		return option.Errorf("%s %q: want %q (set %s) or %q (set %s)", option.Name("Mode"), c.Mode, Closed, option.Name("Concurrency"), Open, option.Name("Rate"))
+		return option.Errorf("%s %q: want %q (set %s) or %q (set %s)", option.Name("Mode"), c.Mode, report.ModeClosed, option.Name("Concurrency"), report.ModeOpen, option.Name("Rate"))
 	}
 	if c.Duration <= 0 && c.Requests <= 0 {
 		return option.Errorf("set %s or %s", option.Name("Duration"), option.Name("Requests"))
@@ -220,7 +214,7 @@ func Run(ctx context.Context, cfg Config, doer Doer, reqs Requester, obs Observe
 	}
 	if cfg.Turns > 1 {
 		runConversations(ctx, reqCtx, cfg, doer, reqs, col, now, start)
-	} else if cfg.Mode == Closed {
+	} else if cfg.Mode == report.ModeClosed {
 		runClosed(ctx, reqCtx, cfg, doer, reqs, col, now, start)
 	} else {
 		runOpen(ctx, reqCtx, cfg, doer, reqs, col, now, start)

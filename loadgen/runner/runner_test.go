@@ -101,7 +101,7 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 	// TTFT 40 ms, 4 chunks of 3 tokens, 5 ms per token → 15 ms per chunk.
 	f := &fakeServer{ttft: 40 * time.Millisecond, itl: 5 * time.Millisecond, chunks: 4, perChunk: 3, fail: map[int64]bool{2: true}}
 	cl, wl := setup(t, f, time.Minute)
-	out, err := Run(context.Background(), Config{Mode: Closed, Concurrency: 4, Requests: 20}, cl, wl, nil)
+	out, err := Run(context.Background(), Config{Mode: report.ModeClosed, Concurrency: 4, Requests: 20}, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestOpenLoopStallCorrected(t *testing.T) {
 	f := &fakeServer{ttft: 5 * time.Millisecond, itl: time.Millisecond, chunks: 2, perChunk: 1}
 	f.stall.Store(int64(100 * time.Millisecond))
 	cl, wl := setup(t, f, time.Minute)
-	cfg := Config{Mode: Open, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant}, MaxConcurrency: 1, Requests: 6}
+	cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant}, MaxConcurrency: 1, Requests: 6}
 	out, err := Run(context.Background(), cfg, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestSeededRunRepeats(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		f := &fakeServer{ttft: time.Millisecond, itl: time.Millisecond, chunks: 1, perChunk: 1}
 		cl, wl := setup(t, f, time.Minute)
-		cfg := Config{Mode: Open, Schedule: schedule.Config{Rate: 200, Arrival: schedule.Poisson, Seed: 11}, MaxConcurrency: 1, Requests: 15}
+		cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 200, Arrival: schedule.Poisson, Seed: 11}, MaxConcurrency: 1, Requests: 15}
 		out, err := Run(context.Background(), cfg, cl, wl, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -295,7 +295,7 @@ func TestCancelKeepsMeasured(t *testing.T) {
 	// Stop (as Ctrl-C would) once 5 requests finished, whatever the load on
 	// the machine.
 	obs := &cancelAfter{n: 5, cancel: cancel}
-	out, err := Run(ctx, Config{Mode: Closed, Concurrency: 2, Duration: time.Minute}, cl, wl, obs)
+	out, err := Run(ctx, Config{Mode: report.ModeClosed, Concurrency: 2, Duration: time.Minute}, cl, wl, obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func (c *cancelAfter) Finished(*report.Record, bool) {
 func TestWarmupExcluded(t *testing.T) {
 	f := &fakeServer{ttft: time.Millisecond, itl: time.Millisecond, chunks: 1, perChunk: 1}
 	cl, wl := setup(t, f, time.Minute)
-	cfg := Config{Mode: Open, Schedule: schedule.Config{Rate: 100, Arrival: schedule.Constant}, Warmup: 100 * time.Millisecond, Requests: 10}
+	cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 100, Arrival: schedule.Constant}, Warmup: 100 * time.Millisecond, Requests: 10}
 	out, err := Run(context.Background(), cfg, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,31 +1,37 @@
 package stats
 
 import (
-	"strconv"
-
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// Aggregate combines the repeats of one level: every scalar metric becomes
-// the mean across repeats, with its stddev and Student-t 95 % CI in Stats;
-// counts are summed.
+// Aggregate combines the repeats of one level, the one place they are:
+// every figure of report.SummaryFigures and report.GPUFigures marked Stat
+// gets the mean across the repeats that have it, with its stddev and
+// Student-t 95 % CI, in Summary.Stats; the summary's figures and
+// distributions are the means, counts are summed; the GPU side is
+// AggregateGPU's.
 func Aggregate(reps []report.Run) report.Run {
-	agg := report.Run{Name: reps[0].Name, Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
-	if i := len(agg.Name) - len(" repeat=1"); i > 0 && agg.Name[i:] == " repeat=1" {
-		agg.Name = agg.Name[:i]
-	}
-	agg.Name += " (mean of " + strconv.Itoa(len(reps)) + ")"
+	agg := report.Run{Name: report.AggregateName(reps[0].Name, len(reps)), Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
 	s := &agg.Summary
 	s.Errors = map[string]int{}
 	s.Stats = map[string]report.Stat{}
-	// Means of every metric are written back into the aggregate summary.
-	for _, m := range report.Scalars {
-		vals := make([]float64, len(reps))
-		for i := range reps {
-			vals[i] = m.Get(&reps[i].Summary)
+	for _, fs := range [][]report.Figure{report.SummaryFigures, report.GPUFigures} {
+		for _, f := range fs {
+			if !f.Stat {
+				continue
+			}
+			var vals []float64
+			for i := range reps {
+				if v, ok := f.Read(&reps[i]); ok {
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) > 0 {
+				s.Stats[f.Key] = Interval(vals)
+			}
 		}
-		s.Stats[m.Name] = Interval(vals)
 	}
+	agg.GPU = AggregateGPU(reps)
 	dists := []struct {
 		dst *report.Dist
 		get func(*report.Summary) *report.Dist
@@ -57,32 +63,15 @@ func Aggregate(reps []report.Run) report.Run {
 		if len(have) == 0 {
 			continue
 		}
-		m, k := &report.Dist{}, float64(len(have))
-		for _, v := range have {
-			m.Count += v.Count
-			m.Mean += v.Mean / k
-			m.Stddev += v.Stddev / k
-			m.P50 += v.P50 / k
-			m.P90 += v.P90 / k
-			m.P95 += v.P95 / k
-			m.P99 += v.P99 / k
-			m.Max = max(m.Max, v.Max)
-		}
-		*d.dst = m
+		m := meanDist(have)
+		*d.dst = &m
 	}
-	n := float64(len(reps))
 	for _, d := range dists {
+		ds := make([]*report.Dist, len(reps))
 		for i := range reps {
-			v := d.get(&reps[i].Summary)
-			d.dst.Count += v.Count
-			d.dst.Mean += v.Mean / n
-			d.dst.Stddev += v.Stddev / n
-			d.dst.P50 += v.P50 / n
-			d.dst.P90 += v.P90 / n
-			d.dst.P95 += v.P95 / n
-			d.dst.P99 += v.P99 / n
-			d.dst.Max = max(d.dst.Max, v.Max)
+			ds[i] = d.get(&reps[i].Summary)
 		}
+		*d.dst = meanDist(ds)
 	}
 	for i := range reps {
 		r := &reps[i].Summary
@@ -114,5 +103,98 @@ func Aggregate(reps []report.Run) report.Run {
 	s.Cost = report.Cost{PerRequestUSD: mean("cost.per_request_usd"), Per1kRequestsUSD: mean("cost.per_1k_requests_usd"),
 		PerMillionInputTokensUSD: mean("cost.per_million_input_tokens_usd"), PerMillionOutputTokensUSD: mean("cost.per_million_output_tokens_usd"),
 		TotalUSD: mean("cost.total_usd")}
+	return agg
+}
+
+// meanDist is the typical distribution of repeats: the total count, the
+// largest maximum, and the mean of every other figure.
+func meanDist(ds []*report.Dist) report.Dist {
+	var m report.Dist
+	k := float64(len(ds))
+	for _, v := range ds {
+		m.Count += v.Count
+		m.Mean += v.Mean / k
+		m.Stddev += v.Stddev / k
+		m.P50 += v.P50 / k
+		m.P90 += v.P90 / k
+		m.P95 += v.P95 / k
+		m.P99 += v.P99 / k
+		m.Max = max(m.Max, v.Max)
+	}
+	return m
+}
+
+// AggregateGPU combines the GPU side of the repeats of one level
+// (Aggregate): every figure (peak
+// memory, utilisation, power, energy, duration, tokens per joule, energy
+// per request) is the mean of the repeats', so that an aggregate row is
+// one typical repeat; only Samples is the total over the repeats. Repeats
+// without a GPU side are left out; nil when none has one. Per GPU (matched
+// by GPU index and UUID, in the first repeat's order): the mean over the
+// repeats that have that GPU. Error and Warning are the first repeat's,
+// named.
+func AggregateGPU(reps []report.Run) *report.RunGPU {
+	var gs []*report.RunGPU
+	var errs, warns []string
+	for i := range reps {
+		if g := reps[i].GPU; g != nil {
+			gs = append(gs, g)
+			if g.Error != "" {
+				errs = append(errs, reps[i].Name+": "+g.Error)
+			}
+			if g.Warning != "" {
+				warns = append(warns, reps[i].Name+": "+g.Warning)
+			}
+		}
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	n := float64(len(gs))
+	agg := &report.RunGPU{}
+	type key struct{ gpu, uuid string }
+	at := map[key]int{}
+	count := map[key]int{}
+	for _, g := range gs {
+		agg.PeakMemoryUsedBytes += g.PeakMemoryUsedBytes / n
+		agg.MeanUtilizationRatio += g.MeanUtilizationRatio / n
+		agg.MeanPowerWatts += g.MeanPowerWatts / n
+		agg.EnergyJoules += g.EnergyJoules / n
+		agg.DurationSeconds += g.DurationSeconds / n
+		agg.EnergyExtrapolatedRatio += g.EnergyExtrapolatedRatio / n
+		agg.EnergyFromPower = agg.EnergyFromPower || g.EnergyFromPower
+		agg.OutputTokensPerJoule += g.OutputTokensPerJoule / n
+		agg.EnergyPerRequestJoules += g.EnergyPerRequestJoules / n
+		agg.Samples += g.Samples
+		for _, d := range g.GPUs {
+			k := key{d.GPU, d.UUID}
+			i, ok := at[k]
+			if !ok {
+				i = len(agg.GPUs)
+				at[k] = i
+				agg.GPUs = append(agg.GPUs, report.RunGPUDevice{GPU: d.GPU, UUID: d.UUID, Name: d.Name})
+			}
+			a := &agg.GPUs[i]
+			a.PeakMemoryUsedBytes += d.PeakMemoryUsedBytes
+			a.MeanUtilizationRatio += d.MeanUtilizationRatio
+			a.MeanPowerWatts += d.MeanPowerWatts
+			a.EnergyJoules += d.EnergyJoules
+			count[k]++
+		}
+	}
+	for i := range agg.GPUs {
+		a := &agg.GPUs[i]
+		c := float64(count[key{a.GPU, a.UUID}])
+		a.PeakMemoryUsedBytes /= c
+		a.MeanUtilizationRatio /= c
+		a.MeanPowerWatts /= c
+		a.EnergyJoules /= c
+	}
+	if len(errs) > 0 {
+		agg.Error = errs[0]
+	}
+	if len(warns) > 0 {
+		agg.Warning = warns[0]
+	}
 	return agg
 }

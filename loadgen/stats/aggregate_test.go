@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -57,11 +58,41 @@ func TestAggregate(t *testing.T) {
 	// TTFT p99 0.1, 0.2, 0.3: stddev 0.1, half width 4.303 × 0.1 / √3.
 	st = s.Stats["ttft_seconds.p99"]
 	near("ttft p99 ci high", st.CI95High, 0.2+0.248433820832296)
-	if _, ok := s.Stats["cost.per_1k_requests_usd"]; !ok || len(s.Stats) != len(report.Scalars) {
-		t.Errorf("stats has %d metrics, want %d", len(s.Stats), len(report.Scalars))
+	if _, ok := s.Stats["cost.per_1k_requests_usd"]; !ok || len(s.Stats) != len(report.SummaryFigures) {
+		t.Errorf("stats has %d metrics, want %d", len(s.Stats), len(report.SummaryFigures))
 	}
 
 	// Two repeats (10, 12): t = 12.706, stddev √2, half width 12.706 × √2 / √2.
 	st = Aggregate(reps[:2]).Summary.Stats["output_tokens_per_second"]
 	near("n=2 ci high", st.CI95High, 11+12.706)
+}
+
+func TestAggregateGPU(t *testing.T) {
+	dev := func(gpu string, peak, util, power, energy float64) report.RunGPUDevice {
+		return report.RunGPUDevice{GPU: gpu, UUID: "GPU-" + gpu, PeakMemoryUsedBytes: peak, MeanUtilizationRatio: util, MeanPowerWatts: power, EnergyJoules: energy}
+	}
+	reps := []report.Run{
+		{Name: "c=1 repeat=1", GPU: &report.RunGPU{GPUs: []report.RunGPUDevice{dev("0", 10, 0.4, 200, 600), dev("1", 5, 0.2, 100, 300)},
+			PeakMemoryUsedBytes: 14, MeanUtilizationRatio: 0.25, MeanPowerWatts: 300, EnergyJoules: 900, OutputTokensPerJoule: 2, EnergyPerRequestJoules: 30, Samples: 5,
+			DurationSeconds: 1.5, EnergyExtrapolatedRatio: 0.6, Warning: "too short"}},
+		{Name: "c=1 repeat=2"}, // no exporter reading: left out
+		{Name: "c=1 repeat=3", GPU: &report.RunGPU{GPUs: []report.RunGPUDevice{dev("0", 12, 0.6, 220, 700)},
+			PeakMemoryUsedBytes: 12, MeanUtilizationRatio: 0.75, MeanPowerWatts: 220, EnergyJoules: 700, EnergyFromPower: true,
+			OutputTokensPerJoule: 1, EnergyPerRequestJoules: 10, Samples: 3, Error: "scraping: HTTP 500", DurationSeconds: 2.5, EnergyExtrapolatedRatio: 0.1}},
+	}
+	got := AggregateGPU(reps)
+	want := &report.RunGPU{
+		// Means of the repeats (a GPU: of the repeats that have it), the
+		// samples a total.
+		GPUs:                []report.RunGPUDevice{dev("0", 11, 0.5, 210, 650), dev("1", 5, 0.2, 100, 300)},
+		PeakMemoryUsedBytes: 13, MeanUtilizationRatio: 0.5, MeanPowerWatts: 260, EnergyJoules: 800, EnergyFromPower: true,
+		OutputTokensPerJoule: 1.5, EnergyPerRequestJoules: 20, Samples: 8, Error: "c=1 repeat=3: scraping: HTTP 500",
+		DurationSeconds: 2, EnergyExtrapolatedRatio: 0.35, Warning: "c=1 repeat=1: too short",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", *got, *want)
+	}
+	if AggregateGPU([]report.Run{{Name: "a"}, {Name: "b"}}) != nil {
+		t.Error("an aggregate GPU side without any repeat's")
+	}
 }

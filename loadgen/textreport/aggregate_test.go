@@ -32,7 +32,6 @@ func aggregatedDoc() *report.Document {
 	r2.Summary.OutputTokensRequested = &report.Dist{Count: 20, Mean: 128, P50: 128, P99: 128}
 	reps := []report.Run{r1, r2}
 	agg := stats.Aggregate(reps)
-	agg.GPU = report.AggregateGPU(reps)
 	return &report.Document{Runs: []report.Run{r1, r2, agg}}
 }
 

@@ -1,7 +1,8 @@
 // Package textreport writes a report document as text: a CSV summary (one
-// row per run, every scalar of report.Scalars and the error counts) and
-// the console table gpulens-loadgen prints at the end of a command, with
-// its warnings and notes.
+// row per run: every figure of report.SummaryFigures, the error counts,
+// then report.GPUFigures and report.TokenFigures) and the console table
+// gpulens-loadgen prints at the end of a command, with its warnings and
+// notes.
 package textreport
 
 import (
@@ -24,39 +25,22 @@ func WriteCSVFile(path string, d *report.Document) error {
 	return nil
 }
 
-// gpuColumns are the CSV's columns of the GPU side of a run (report.RunGPU),
-// empty for a run without one.
-var gpuColumns = []struct {
-	name string
-	get  func(*report.RunGPU) float64
-}{
-	{"gpu.peak_memory_used_bytes", func(g *report.RunGPU) float64 { return g.PeakMemoryUsedBytes }},
-	{"gpu.mean_utilization_ratio", func(g *report.RunGPU) float64 { return g.MeanUtilizationRatio }},
-	{"gpu.mean_power_watts", func(g *report.RunGPU) float64 { return g.MeanPowerWatts }},
-	{"gpu.energy_joules", func(g *report.RunGPU) float64 { return g.EnergyJoules }},
-	{"gpu.output_tokens_per_joule", func(g *report.RunGPU) float64 { return g.OutputTokensPerJoule }},
-	{"gpu.energy_per_request_joules", func(g *report.RunGPU) float64 { return g.EnergyPerRequestJoules }},
-	{"gpu.duration_seconds", func(g *report.RunGPU) float64 { return g.DurationSeconds }},
-	{"gpu.energy_extrapolated_ratio", func(g *report.RunGPU) float64 { return g.EnergyExtrapolatedRatio }},
-}
-
 // WriteCSV writes one row per run: name, level, repeat, aggregate, every
 // metric, the error counts by class, then the GPU side (empty cells for a
 // run the exporter was not read for).
 func WriteCSV(w io.Writer, d *report.Document) error {
 	cw := csv.NewWriter(w)
 	head := []string{"name", "level", "repeat", "aggregate"}
-	for _, m := range report.Scalars {
-		head = append(head, m.Name)
+	for _, f := range report.SummaryFigures {
+		head = append(head, f.Key)
 	}
 	for _, c := range report.ErrorClasses {
 		head = append(head, "errors."+c)
 	}
-	for _, c := range gpuColumns {
-		head = append(head, c.name)
-	}
-	for _, c := range tokenColumns {
-		head = append(head, c.name)
+	for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures} {
+		for _, f := range fs {
+			head = append(head, f.Key)
+		}
 	}
 	if err := cw.Write(head); err != nil {
 		return err
@@ -64,24 +48,20 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	for i := range d.Runs {
 		r := &d.Runs[i]
 		row := []string{r.Name, ff(r.Level), strconv.Itoa(r.Repeat), strconv.FormatBool(r.Aggregate)}
-		for _, m := range report.Scalars {
-			row = append(row, ff(m.Get(&r.Summary)))
+		for _, f := range report.SummaryFigures {
+			v, _ := f.Read(r)
+			row = append(row, ff(v))
 		}
 		for _, c := range report.ErrorClasses {
 			row = append(row, strconv.Itoa(r.Summary.Errors[c]))
 		}
-		for _, c := range gpuColumns {
-			if r.GPU == nil {
-				row = append(row, "")
-			} else {
-				row = append(row, ff(c.get(r.GPU)))
-			}
-		}
-		for _, c := range tokenColumns {
-			if v, ok := c.get(&r.Summary); ok {
-				row = append(row, ff(v))
-			} else {
-				row = append(row, "")
+		for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures} {
+			for _, f := range fs {
+				if v, ok := f.Read(r); ok {
+					row = append(row, ff(v))
+				} else {
+					row = append(row, "")
+				}
 			}
 		}
 		if err := cw.Write(row); err != nil {

@@ -41,7 +41,7 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("%d rows, want header + 2", len(rows))
 	}
 	head := rows[0]
-	want := 4 + len(report.Scalars) + len(report.ErrorClasses) + len(gpuColumns) + len(tokenColumns)
+	want := 4 + len(report.SummaryFigures) + len(report.ErrorClasses) + len(report.GPUFigures) + len(report.TokenFigures)
 	if len(head) != want || len(rows[1]) != want || len(rows[2]) != want {
 		t.Fatalf("columns: header %d, rows %d %d, want %d", len(head), len(rows[1]), len(rows[2]), want)
 	}

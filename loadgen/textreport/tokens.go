@@ -8,48 +8,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// tokenColumns are the CSV's columns of the lengths asked for and counted
-// by the server (mean, p50, p99); empty cells where nothing was asked.
-var tokenColumns = func() []struct {
-	name string
-	get  func(*report.Summary) (float64, bool)
-} {
-	var cols []struct {
-		name string
-		get  func(*report.Summary) (float64, bool)
-	}
-	for _, d := range []struct {
-		name string
-		get  func(*report.Summary) *report.Dist
-	}{
-		{"input_tokens", func(s *report.Summary) *report.Dist { return &s.InputTokens }},
-		{"input_tokens_requested", func(s *report.Summary) *report.Dist { return s.InputTokensRequested }},
-		{"output_tokens", func(s *report.Summary) *report.Dist { return &s.OutputTokens }},
-		{"output_tokens_requested", func(s *report.Summary) *report.Dist { return s.OutputTokensRequested }},
-	} {
-		for _, p := range []struct {
-			name string
-			get  func(*report.Dist) float64
-		}{
-			{"mean", func(x *report.Dist) float64 { return x.Mean }},
-			{"p50", func(x *report.Dist) float64 { return x.P50 }},
-			{"p99", func(x *report.Dist) float64 { return x.P99 }},
-		} {
-			cols = append(cols, struct {
-				name string
-				get  func(*report.Summary) (float64, bool)
-			}{d.name + "." + p.name, func(s *report.Summary) (float64, bool) {
-				x := d.get(s)
-				if x == nil || x.Count == 0 {
-					return 0, false
-				}
-				return p.get(x), true
-			}})
-		}
-	}
-	return cols
-}()
-
 // writeTokens prints, when the runs asked for lengths, the lengths asked
 // for against those the server counted (mean/p50/p99 tokens per request),
 // the calibration that sized the prompts, and a warning for every run

@@ -1,0 +1,100 @@
+// Package format writes the load generator's figures for people: money,
+// durations, sizes, plain numbers and run levels, in the one way every
+// report (the console, compare's text, the HTML, the cost bill) shows
+// them. Machine formats (JSON, CSV) keep full precision and do not use it.
+package format
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Sig formats v with n significant digits (whole numbers from 10^n),
+// without exponent or trailing zeros: Sig(12.345, 3) is "12.3",
+// Sig(1234.6, 3) "1235".
+func Sig(v float64, n int) string {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	d := max(n-1-int(math.Floor(math.Log10(math.Abs(v)))), 0)
+	s := strconv.FormatFloat(v, 'f', d, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// Num is a plain number with three significant digits: "12.3", "1235".
+func Num(v float64) string { return Sig(v, 3) }
+
+// Seconds is a duration given in seconds, in the unit that fits, three
+// significant digits: "45.6 µs", "123 ms", "2.5 s", "0 s".
+func Seconds(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0 s"
+	case a < 1e-3:
+		return Sig(v*1e6, 3) + " µs"
+	case a < 1:
+		return Sig(v*1e3, 3) + " ms"
+	default:
+		return Sig(v, 3) + " s"
+	}
+}
+
+// SecondsTick is Seconds for a chart's axis and tips, where zero is a
+// bare "0".
+func SecondsTick(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	return Seconds(v)
+}
+
+// GiB is a number of bytes in GiB, three significant digits: "1.5 GiB".
+func GiB(bytes float64) string { return Sig(bytes/(1<<30), 3) + " GiB" }
+
+// Percent is a ratio as a percentage, three significant digits: "42.5 %".
+func Percent(ratio float64) string { return Sig(ratio*100, 3) + " %" }
+
+// USD is an amount of dollars: cents from $1 ("$12.35"), n significant
+// digits below with at least two decimals ("$0.80", "$0.0123" for n = 3,
+// "$0.1235" for n = 4: a cost per sample is often a fraction of a cent),
+// "$0.00" for zero.
+func USD(v float64, n int) string {
+	if math.Abs(v) >= 1 {
+		return "$" + strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	s := Sig(v, n)
+	if i := strings.IndexByte(s, '.'); i < 0 {
+		s += ".00"
+	} else if d := len(s) - i - 1; d < 2 {
+		s += strings.Repeat("0", 2-d)
+	}
+	return "$" + s
+}
+
+// USDTick is an amount of dollars for a chart's axis and tips: cents from
+// $1, otherwise three significant digits without padding ("$0.5",
+// "$0.000123"), and a bare "$0" for zero.
+func USDTick(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "$0"
+	case a >= 1:
+		return "$" + strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return "$" + Sig(v, 3)
+	}
+}
+
+// Level is a run's level as the reports write it: "8/s" for an open loop
+// (a rate of arrivals), "c=8" for a closed loop (a number of users).
+func Level(open bool, level float64) string {
+	l := strconv.FormatFloat(level, 'g', -1, 64)
+	if open {
+		return l + "/s"
+	}
+	return "c=" + l
+}
