@@ -70,7 +70,9 @@ func (s *Server) Slowdown() float64 { return s.slowdown.get() }
 // the probe for that span: at its own time when the span is still ahead
 // (the simulated fleet's probe runs on a virtual clock that can run ahead
 // of the wall), else from the read that saw it, for the span's length (so
-// at most one Interval late, never shorter). Not on a MIG instance: the
+// late by at most the exporter's sampler cycle plus one Interval, never
+// shorter). A run already over at the tie's first read is older than the
+// tie and not replayed. Not on a MIG instance: the
 // probe's own instance is not in the metrics, and MIG instances do not
 // share SMs.
 type GPUTie struct {
@@ -127,11 +129,11 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 		client = http.DefaultClient
 	}
 	var (
-		lastOK     time.Time
-		base       = 1.0 // 1 + the neighbours' utilisation
-		probe      probeSpan
-		probeEnd   float64 // the last probe run seen (its end, Unix seconds)
-		readBefore time.Time
+		lastOK   time.Time
+		base     = 1.0 // 1 + the neighbours' utilisation
+		probe    probeSpan
+		probeEnd float64 // the last probe run seen (its end, Unix seconds)
+		first    = true  // no successful read yet
 	)
 	failing := false
 	tick := time.NewTicker(g.Interval)
@@ -164,18 +166,14 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 			s.metrics.gpuReadSuccess.Set(float64(now.UnixNano()) / 1e9)
 			s.metrics.neighbourUtil.Set(util)
 			base = 1 + util
-			since := readBefore
-			if since.IsZero() {
-				since = now.Add(-g.Interval)
-			}
-			if sp, ok := newProbeSpan(rd.probeEnd, rd.probeGPUTime, probeEnd, since, now); ok {
+			if sp, ok := newProbeSpan(rd.probeEnd, rd.probeGPUTime, probeEnd, first, now); ok {
 				probe = sp
 				s.metrics.probeSpans.Inc()
 			}
 			if rd.probeEnd > 0 {
 				probeEnd = rd.probeEnd
 			}
-			readBefore = now
+			first = false
 			apply(now)
 			lastOK = now
 			if failing {
@@ -219,15 +217,16 @@ func (p probeSpan) covers(t time.Time) bool { return !t.Before(p.from) && t.Befo
 // gpulens_probe_last_success_timestamp_seconds, gpuTime: its
 // gpulens_probe_gpu_time_seconds) into the span the tie adds it for, read
 // at now: ok is false when there is no run, it is the one seen before
-// (seen), or it ended before the previous read (since: a run older than the
-// tie). A span still ahead keeps its time; one that has begun or passed is
-// replayed from now for its whole length (at most one poll interval late).
-func newProbeSpan(end, gpuTime, seen float64, since, now time.Time) (probeSpan, bool) {
+// (seen), or, at the tie's first read (first), it is over (a run older than
+// the tie). A run the exporter published late (it renders its exposition
+// once per sampler cycle) still counts. A span still ahead keeps its time;
+// one that has begun or passed is replayed from now for its whole length.
+func newProbeSpan(end, gpuTime, seen float64, first bool, now time.Time) (probeSpan, bool) {
 	if !(end > 0) || !(gpuTime > 0) || end == seen || math.IsInf(end, 0) || math.IsInf(gpuTime, 0) {
 		return probeSpan{}, false
 	}
 	to := time.Unix(0, int64(end*1e9))
-	if to.Before(since) {
+	if first && !to.After(now) {
 		return probeSpan{}, false
 	}
 	length := time.Duration(gpuTime * 1e9)

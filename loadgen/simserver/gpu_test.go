@@ -255,23 +255,24 @@ func TestGPUTieValidate(t *testing.T) {
 func TestNewProbeSpan(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	unix := func(d time.Duration) float64 { return float64(now.Add(d).UnixNano()) / 1e9 }
-	since := now.Add(-500 * time.Millisecond) // the previous read
 	for _, tc := range []struct {
 		name           string
 		end, gpu, seen float64
+		first          bool
 		ok             bool
 		from, to       time.Duration // from now
 	}{
-		{"no probe run", 0, 0, 0, false, 0, 0},
-		{"no GPU time", unix(-100 * time.Millisecond), 0, 0, false, 0, 0},
-		{"the run seen before", unix(-100 * time.Millisecond), 0.25, unix(-100 * time.Millisecond), false, 0, 0},
-		{"a run before the previous read", unix(-600 * time.Millisecond), 0.25, 0, false, 0, 0},
-		{"a run ahead keeps its time", unix(time.Second), 0.25, 0, true, 750 * time.Millisecond, time.Second},
-		{"a run begun is replayed from now in full", unix(100 * time.Millisecond), 0.25, 0, true, 0, 250 * time.Millisecond},
-		{"a run over since the previous read, from now", unix(-300 * time.Millisecond), 0.25, unix(-30 * time.Second), true, 0, 250 * time.Millisecond},
-		{"NaN GPU time", unix(-100 * time.Millisecond), math.NaN(), 0, false, 0, 0},
+		{"no probe run", 0, 0, 0, false, false, 0, 0},
+		{"no GPU time", unix(-100 * time.Millisecond), 0, 0, false, false, 0, 0},
+		{"the run seen before", unix(-100 * time.Millisecond), 0.25, unix(-100 * time.Millisecond), false, false, 0, 0},
+		{"a run over at the first read", unix(-100 * time.Millisecond), 0.25, 0, true, false, 0, 0},
+		{"a run ahead at the first read keeps its time", unix(time.Second), 0.25, 0, true, true, 750 * time.Millisecond, time.Second},
+		{"a run ahead keeps its time", unix(time.Second), 0.25, unix(-30 * time.Second), false, true, 750 * time.Millisecond, time.Second},
+		{"a run begun is replayed from now in full", unix(100 * time.Millisecond), 0.25, 0, false, true, 0, 250 * time.Millisecond},
+		{"a run published late, replayed from now", unix(-1500 * time.Millisecond), 0.25, unix(-30 * time.Second), false, true, 0, 250 * time.Millisecond},
+		{"NaN GPU time", unix(-100 * time.Millisecond), math.NaN(), 0, false, false, 0, 0},
 	} {
-		got, ok := newProbeSpan(tc.end, tc.gpu, tc.seen, since, now)
+		got, ok := newProbeSpan(tc.end, tc.gpu, tc.seen, tc.first, now)
 		if ok != tc.ok {
 			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
 			continue
@@ -351,5 +352,16 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 1 {
 		t.Errorf("gpulens_sim_gpu_probe_runs_total %v, want 1", got)
+	}
+	// A run the exporter publishes a sampler cycle after it ended is
+	// replayed from the read that sees it, for its whole span.
+	exp.setProbe(time.Now().Add(-1500*time.Millisecond), span)
+	began = waitFor("a run published late", 2.5)
+	ended = waitFor("after the late run's span", 1.5)
+	if got := ended.Sub(began); got < span-50*time.Millisecond || got > span+500*time.Millisecond {
+		t.Errorf("the late run slowed the server for %s, want its GPU time %s", got, span)
+	}
+	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 2 {
+		t.Errorf("gpulens_sim_gpu_probe_runs_total %v, want 2", got)
 	}
 }
