@@ -72,9 +72,8 @@ func (s *Server) Slowdown() float64 { return s.slowdown.get() }
 // of the wall), else from the read that saw it, for the span's length (so
 // late by at most the exporter's sampler cycle plus one Interval, never
 // shorter). A run already over at the tie's first read is older than the
-// tie and not replayed. Not on a MIG instance: the
-// probe's own instance is not in the metrics, and MIG instances do not
-// share SMs.
+// tie and not replayed. Not on a MIG instance: the probe's own instance is
+// not in the metrics, and MIG instances do not share SMs.
 type GPUTie struct {
 	// ExporterURL is the exporter's metrics URL (http://host:9842/metrics).
 	ExporterURL string
