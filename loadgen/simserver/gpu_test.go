@@ -341,9 +341,12 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	// A run whose busy span lies 1.5 s to 2.5 s ahead (a virtual clock).
 	const span = time.Second
 	exp.setProbe(time.Now().Add(1500*time.Millisecond+span), span)
+	// The test sees both edges late by its polling (more on a loaded
+	// machine), so the span's length is checked loosely: a span never
+	// applied, or cut short to a read interval, fails.
 	began := waitFor("during the probe's span", 2.5)
 	ended := waitFor("after the probe's span", 1.5)
-	if got := ended.Sub(began); got < span-50*time.Millisecond || got > span+500*time.Millisecond {
+	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the probe slowed the server for %s, want its GPU time %s", got, span)
 	}
 	time.Sleep(500 * time.Millisecond) // several reads of the same run
@@ -358,7 +361,7 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	exp.setProbe(time.Now().Add(-1500*time.Millisecond), span)
 	began = waitFor("a run published late", 2.5)
 	ended = waitFor("after the late run's span", 1.5)
-	if got := ended.Sub(began); got < span-50*time.Millisecond || got > span+500*time.Millisecond {
+	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the late run slowed the server for %s, want its GPU time %s", got, span)
 	}
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 2 {
