@@ -190,12 +190,15 @@ func relErr(got, want float64) float64 {
 // on one time axis. began is just before the exporter started.
 func checkNeighbourSlowsServer(ctx context.Context, t *testing.T, api promClient, doc *report.Document, began time.Time) {
 	t.Helper()
-	res, err := api.query(ctx, `max_over_time(gpulens_sim_slowdown_ratio{job="gpulens-sim"}[10m])`)
+	// The neighbours' share, not the slowdown: the exporter's probe (every
+	// 5 s here) adds 1 to the slowdown for each run's 235 ms, which a
+	// scrape may or may not catch.
+	res, err := api.query(ctx, `max_over_time(gpulens_sim_gpu_neighbour_sm_utilization_ratio{job="gpulens-sim"}[10m])`)
 	if err != nil || len(res) != 1 {
-		t.Fatalf("slowdown of the simulated server: %v, %v", res, err)
+		t.Fatalf("neighbour utilisation the simulated server read: %v, %v", res, err)
 	}
-	if s := res[0].Value; s < 1.55 || s > 1.85 {
-		t.Errorf("the simulated server's slowdown reached %.3f; want 1 + batch-train's 0.70 ± 0.15", s)
+	if s := res[0].Value; s < 0.55 || s > 0.85 {
+		t.Errorf("the simulated server read its neighbours' SM utilisation up to %.3f; want batch-train's 0.70 ± 0.15", s)
 	}
 	// Requests sent more than a second before the neighbour joined, and
 	// from 3 s after (the exporter samples every second, the server reads
@@ -221,7 +224,7 @@ func checkNeighbourSlowsServer(ctx context.Context, t *testing.T, api promClient
 			len(before), len(after), doc.Metadata.Started.Sub(began).Round(time.Millisecond))
 	}
 	b, a := stats.Dist(before).P50, stats.Dist(after).P50
-	t.Logf("TTFT median alone on GPU 0: %.2f ms (%d requests); with batch-train: %.2f ms (%d requests): %.2fx; slowdown %.3f",
+	t.Logf("TTFT median alone on GPU 0: %.2f ms (%d requests); with batch-train: %.2f ms (%d requests): %.2fx; neighbour utilisation %.3f",
 		1e3*b, len(before), 1e3*a, len(after), a/b, res[0].Value)
 	if a/b < 1.3 {
 		t.Errorf("TTFT median went from %.2f ms to %.2f ms when the neighbour joined GPU 0: want at least 1.3x", 1e3*b, 1e3*a)

@@ -58,6 +58,22 @@ func (s *Server) Slowdown() float64 { return s.slowdown.get() }
 // On a GPU in MIG mode only processes on the server's own GPU instance
 // count (MIG instances do not share SMs); the server's instance is that of
 // its own process (PID).
+//
+// The exporter's own probe (--collector.probe) is a neighbour too, though
+// the exporter leaves its own PID out of the process metrics: a real GPU
+// time-slices the probe's context with the tenant's like any other. The
+// probe's kernels run back to back, so while its context is busy it
+// demands the whole GPU and the server's steps take one whole step longer
+// (slowdown + 1: half the GPU beside a busy server). The tie learns of each
+// successful probe run from gpulens_probe_last_success_timestamp_seconds
+// (its end) and gpulens_probe_gpu_time_seconds (its busy span), and adds
+// the probe for that span: at its own time when the span is still ahead
+// (the simulated fleet's probe runs on a virtual clock that can run ahead
+// of the wall), else from the read that saw it, for the span's length (so
+// late by at most the exporter's sampler cycle plus one Interval, never
+// shorter). A run already over at the tie's first read is older than the
+// tie and not replayed. Not on a MIG instance: the probe's own instance is
+// not in the metrics, and MIG instances do not share SMs.
 type GPUTie struct {
 	// ExporterURL is the exporter's metrics URL (http://host:9842/metrics).
 	ExporterURL string
@@ -111,19 +127,53 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 	if client == nil {
 		client = http.DefaultClient
 	}
-	var lastOK time.Time
+	var (
+		lastOK   time.Time
+		base     = 1.0 // 1 + the neighbours' utilisation
+		probe    probeSpan
+		probeEnd float64 // the last probe run seen (its end, Unix seconds)
+		first    = true  // no successful read yet
+	)
 	failing := false
 	tick := time.NewTicker(g.Interval)
 	defer tick.Stop()
+	// edge fires at the probe span's next start or end.
+	edge := time.NewTimer(time.Hour)
+	edge.Stop()
+	defer edge.Stop()
+	apply := func(now time.Time) {
+		f := base
+		if probe.covers(now) {
+			f++
+		}
+		s.SetSlowdown(f)
+		edge.Stop()
+		switch {
+		case now.Before(probe.from):
+			edge.Reset(probe.from.Sub(now))
+		case now.Before(probe.to):
+			edge.Reset(probe.to.Sub(now))
+		}
+	}
 	for {
-		util, err := g.read(ctx, client)
+		rd, err := g.read(ctx, client)
 		now := time.Now()
 		switch {
 		case err == nil:
+			util := rd.util
 			s.metrics.gpuReads.WithLabelValues("ok").Inc()
 			s.metrics.gpuReadSuccess.Set(float64(now.UnixNano()) / 1e9)
 			s.metrics.neighbourUtil.Set(util)
-			s.SetSlowdown(1 + util)
+			base = 1 + util
+			if sp, ok := newProbeSpan(rd.probeEnd, rd.probeGPUTime, probeEnd, first, now); ok {
+				probe = sp
+				s.metrics.probeSpans.Inc()
+			}
+			if rd.probeEnd > 0 {
+				probeEnd = rd.probeEnd
+			}
+			first = false
+			apply(now)
 			lastOK = now
 			if failing {
 				logger.Info("reading the tied GPU again", "gpu", g.GPU, "neighbour_sm_utilization", util)
@@ -140,38 +190,112 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 			if now.Sub(lastOK) > g.StaleAfter && s.Slowdown() != 1 {
 				logger.Warn("the tied GPU's reading is stale; running as if alone on the GPU", "gpu", g.GPU)
 				s.metrics.neighbourUtil.Set(0)
-				s.SetSlowdown(1)
+				base = 1
+				apply(now)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				waiting = false
+			case <-edge.C:
+				apply(time.Now())
+			}
 		}
 	}
 }
 
-// read scrapes the exporter once and returns the neighbours' summed SM
-// utilisation.
-func (g *GPUTie) read(ctx context.Context, client *http.Client) (float64, error) {
+// probeSpan is when the exporter's probe holds the GPU, on the wall clock.
+type probeSpan struct{ from, to time.Time }
+
+func (p probeSpan) covers(t time.Time) bool { return !t.Before(p.from) && t.Before(p.to) }
+
+// newProbeSpan turns a probe run the exporter reports (end: its
+// gpulens_probe_last_success_timestamp_seconds, gpuTime: its
+// gpulens_probe_gpu_time_seconds) into the span the tie adds it for, read
+// at now: ok is false when there is no run, it is the one seen before
+// (seen), or, at the tie's first read (first), it is over (a run older than
+// the tie). A run the exporter published late (it renders its exposition
+// once per sampler cycle) still counts. A span still ahead keeps its time;
+// one that has begun or passed is replayed from now for its whole length.
+func newProbeSpan(end, gpuTime, seen float64, first bool, now time.Time) (probeSpan, bool) {
+	if !(end > 0) || !(gpuTime > 0) || end == seen || math.IsInf(end, 0) || math.IsInf(gpuTime, 0) {
+		return probeSpan{}, false
+	}
+	to := time.Unix(0, int64(end*1e9))
+	if first && !to.After(now) {
+		return probeSpan{}, false
+	}
+	length := time.Duration(gpuTime * 1e9)
+	from := to.Add(-length)
+	if from.Before(now) {
+		from = now
+	}
+	return probeSpan{from: from, to: from.Add(length)}, true
+}
+
+// reading is what one read of the exporter says about the tied GPU.
+type reading struct {
+	util         float64 // the neighbours' summed SM utilisation
+	probeEnd     float64 // the last successful probe's end, Unix seconds (0: none)
+	probeGPUTime float64 // its GPU time, seconds
+}
+
+// read scrapes the exporter once.
+func (g *GPUTie) read(ctx context.Context, client *http.Client) (reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.Interval)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.ExporterURL, nil)
 	if err != nil {
-		return 0, err
+		return reading{}, err
 	}
 	// The text format: the exporter's cached rendering, cheap to serve.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return reading{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return 0, fmt.Errorf("GET %s: %s", g.ExporterURL, resp.Status)
+		return reading{}, fmt.Errorf("GET %s: %s", g.ExporterURL, resp.Status)
 	}
-	return NeighbourUtilization(resp.Body, g.GPU, g.PID)
+	fams, err := parseExposition(resp.Body)
+	if err != nil {
+		return reading{}, err
+	}
+	util, onMIG, err := neighbourUtilization(fams, g.GPU, g.PID)
+	if err != nil {
+		return reading{}, err
+	}
+	rd := reading{util: util}
+	if !onMIG {
+		rd.probeEnd = gpuGauge(fams, "gpulens_probe_last_success_timestamp_seconds", g.GPU)
+		rd.probeGPUTime = gpuGauge(fams, "gpulens_probe_gpu_time_seconds", g.GPU)
+	}
+	return rd, nil
+}
+
+func parseExposition(r io.Reader) (map[string]*clientmodel.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the exporter's metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// gpuGauge is the value of the gauge name for gpu (index or UUID), 0 when
+// the exposition has none.
+func gpuGauge(fams map[string]*clientmodel.MetricFamily, name, gpu string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		if l := labelMap(m); l["gpu"] == gpu || l["uuid"] == gpu {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 // NeighbourUtilization reads an exporter's text exposition and returns the
@@ -181,11 +305,17 @@ func (g *GPUTie) read(ctx context.Context, client *http.Client) (float64, error)
 // (gpulens_gpu_info), so that a wrong --sim.gpu is not mistaken for an idle
 // neighbourhood.
 func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
+	fams, err := parseExposition(r)
 	if err != nil {
-		return 0, fmt.Errorf("parsing the exporter's metrics: %w", err)
+		return 0, err
 	}
+	util, _, err := neighbourUtilization(fams, gpu, pid)
+	return util, err
+}
+
+// neighbourUtilization is NeighbourUtilization on parsed families; onMIG
+// says pid runs on a GPU instance.
+func neighbourUtilization(fams map[string]*clientmodel.MetricFamily, gpu, pid string) (util float64, onMIG bool, err error) {
 	onGPU := func(m *clientmodel.Metric) bool {
 		l := labelMap(m)
 		return l["gpu"] == gpu || l["uuid"] == gpu
@@ -197,7 +327,7 @@ func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("the exporter shows no GPU %q (gpulens_gpu_info)", gpu)
+		return 0, false, fmt.Errorf("the exporter shows no GPU %q (gpulens_gpu_info)", gpu)
 	}
 	procs := fams["gpulens_process_sm_utilization_ratio"].GetMetric()
 	instance, self := "", false
@@ -216,7 +346,7 @@ func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
 			sum += v
 		}
 	}
-	return sum, nil
+	return sum, self && instance != "", nil
 }
 
 func labelMap(m *clientmodel.Metric) map[string]string {

@@ -3,6 +3,7 @@ package simserver
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -130,6 +131,9 @@ type fakeExporter struct {
 	mu     sync.Mutex
 	util   float64
 	status int
+	// probeEnd and probeGPUTime (when probeEnd > 0) are the last probe run
+	// of GPUs 0 and 4, as the exporter's probe reports it.
+	probeEnd, probeGPUTime float64
 }
 
 func (f *fakeExporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -145,6 +149,22 @@ func (f *fakeExporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprint(w, exposition(0.35, f.util))
+	if f.probeEnd > 0 {
+		fmt.Fprint(w, "# HELP gpulens_probe_last_success_timestamp_seconds End.\n# TYPE gpulens_probe_last_success_timestamp_seconds gauge\n")
+		for _, g := range []string{"0", "4"} {
+			fmt.Fprintf(w, "gpulens_probe_last_success_timestamp_seconds{gpu=%q,uuid=\"GPU-%s\"} %.9f\n", g, g, f.probeEnd)
+		}
+		fmt.Fprint(w, "# HELP gpulens_probe_gpu_time_seconds GPU time.\n# TYPE gpulens_probe_gpu_time_seconds gauge\n")
+		for _, g := range []string{"0", "4"} {
+			fmt.Fprintf(w, "gpulens_probe_gpu_time_seconds{gpu=%q,uuid=\"GPU-%s\"} %g\n", g, g, f.probeGPUTime)
+		}
+	}
+}
+
+func (f *fakeExporter) setProbe(end time.Time, gpuTime time.Duration) {
+	f.mu.Lock()
+	f.probeEnd, f.probeGPUTime = float64(end.UnixNano())/1e9, gpuTime.Seconds()
+	f.mu.Unlock()
 }
 
 func (f *fakeExporter) set(util float64, status int) {
@@ -229,5 +249,122 @@ func TestGPUTieValidate(t *testing.T) {
 		if err := g.Validate(); err == nil || err.Error() != tc.want {
 			t.Errorf("err %v, want %q", err, tc.want)
 		}
+	}
+}
+
+func TestNewProbeSpan(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	unix := func(d time.Duration) float64 { return float64(now.Add(d).UnixNano()) / 1e9 }
+	for _, tc := range []struct {
+		name           string
+		end, gpu, seen float64
+		first          bool
+		ok             bool
+		from, to       time.Duration // from now
+	}{
+		{"no probe run", 0, 0, 0, false, false, 0, 0},
+		{"no GPU time", unix(-100 * time.Millisecond), 0, 0, false, false, 0, 0},
+		{"the run seen before", unix(-100 * time.Millisecond), 0.25, unix(-100 * time.Millisecond), false, false, 0, 0},
+		{"a run over at the first read", unix(-100 * time.Millisecond), 0.25, 0, true, false, 0, 0},
+		{"a run ahead at the first read keeps its time", unix(time.Second), 0.25, 0, true, true, 750 * time.Millisecond, time.Second},
+		{"a run ahead keeps its time", unix(time.Second), 0.25, unix(-30 * time.Second), false, true, 750 * time.Millisecond, time.Second},
+		{"a run begun is replayed from now in full", unix(100 * time.Millisecond), 0.25, 0, false, true, 0, 250 * time.Millisecond},
+		{"a run published late, replayed from now", unix(-1500 * time.Millisecond), 0.25, unix(-30 * time.Second), false, true, 0, 250 * time.Millisecond},
+		{"NaN GPU time", unix(-100 * time.Millisecond), math.NaN(), 0, false, false, 0, 0},
+	} {
+		got, ok := newProbeSpan(tc.end, tc.gpu, tc.seen, tc.first, now)
+		if ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		// The end is a float of Unix seconds: microseconds are exact enough.
+		if d := got.from.Sub(now.Add(tc.from)); d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%s: from %s, want %s", tc.name, got.from.Sub(now), tc.from)
+		}
+		if d := got.to.Sub(now.Add(tc.to)); d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%s: to %s, want %s", tc.name, got.to.Sub(now), tc.to)
+		}
+	}
+}
+
+// The exporter's probe slows the server by one step per step for its GPU
+// time, once per run, although its PID is in no process metric; not on a
+// MIG instance.
+func TestGPUTieAddsProbe(t *testing.T) {
+	exp := &fakeExporter{status: http.StatusOK, util: 0.5}
+	srv := httptest.NewServer(exp)
+	defer srv.Close()
+
+	mig := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "4", PID: "6161", Interval: 100 * time.Millisecond, StaleAfter: time.Second}
+	exp.setProbe(time.Now().Add(time.Second), 300*time.Millisecond)
+	rd, err := mig.read(context.Background(), srv.Client())
+	if err != nil || rd.probeEnd != 0 || abs(rd.util-0.1) > 1e-12 {
+		t.Errorf("on a MIG instance: %+v, %v; want the neighbours' 0.1 and no probe", rd, err)
+	}
+
+	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tie := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "0", PID: "4242", Interval: 100 * time.Millisecond, StaleAfter: 2 * time.Second}
+	// A run that ended long before the tie started is not replayed.
+	exp.setProbe(time.Now().Add(-time.Minute), 250*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tie.Run(ctx, s, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor := func(what string, want float64) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if abs(s.Slowdown()-want) < 1e-12 {
+				return time.Now()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("%s: slowdown %v, want %v", what, s.Slowdown(), want)
+		return time.Time{}
+	}
+	waitFor("the neighbour at 50 %", 1.5)
+	time.Sleep(300 * time.Millisecond)
+	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 0 {
+		t.Fatalf("a probe run a minute before the tie started: gpulens_sim_gpu_probe_runs_total %v, want 0", got)
+	}
+	// A run whose busy span lies 1.5 s to 2.5 s ahead (a virtual clock).
+	const span = time.Second
+	exp.setProbe(time.Now().Add(1500*time.Millisecond+span), span)
+	// The test sees both edges late by its polling (more on a loaded
+	// machine), so the span's length is checked loosely: a span never
+	// applied, or cut short to a read interval, fails.
+	began := waitFor("during the probe's span", 2.5)
+	ended := waitFor("after the probe's span", 1.5)
+	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
+		t.Errorf("the probe slowed the server for %s, want its GPU time %s", got, span)
+	}
+	time.Sleep(500 * time.Millisecond) // several reads of the same run
+	if abs(s.Slowdown()-1.5) > 1e-12 {
+		t.Errorf("the same run read again: slowdown %v, want 1.5", s.Slowdown())
+	}
+	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 1 {
+		t.Errorf("gpulens_sim_gpu_probe_runs_total %v, want 1", got)
+	}
+	// A run the exporter publishes a sampler cycle after it ended is
+	// replayed from the read that sees it, for its whole span.
+	exp.setProbe(time.Now().Add(-1500*time.Millisecond), span)
+	began = waitFor("a run published late", 2.5)
+	ended = waitFor("after the late run's span", 1.5)
+	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
+		t.Errorf("the late run slowed the server for %s, want its GPU time %s", got, span)
+	}
+	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 2 {
+		t.Errorf("gpulens_sim_gpu_probe_runs_total %v, want 2", got)
 	}
 }

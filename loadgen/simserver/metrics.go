@@ -46,6 +46,7 @@ type metrics struct {
 	neighbourUtil  prometheus.Gauge
 	gpuReads       *prometheus.CounterVec
 	gpuReadSuccess prometheus.Gauge
+	probeSpans     prometheus.Counter
 }
 
 func newMetrics(model string) *metrics {
@@ -71,13 +72,15 @@ func newMetrics(model string) *metrics {
 	m.kvCache = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_faults_injected_total", Help: "Faults injected by the simulated server, by kind."}, []string{"fault"})
 	m.slowdown = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_slowdown_ratio",
-		Help: "Factor the simulated GPU's step and token delays are stretched by: 1 alone on the GPU, 1 + the neighbours' SM utilisation when tied to a GPU (--sim.gpu.exporter-url)."})
+		Help: "Factor the simulated GPU's step and token delays are stretched by: 1 alone on the GPU, 1 + the neighbours' SM utilisation when tied to a GPU (--sim.gpu.exporter-url), 1 more while the exporter's probe holds it."})
 	m.neighbourUtil = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_neighbour_sm_utilization_ratio",
 		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied)."})
 	m.gpuReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_gpu_reads_total",
 		Help: "Reads of the exporter's view of the tied GPU, by result (ok, error)."}, []string{"result"})
 	m.gpuReadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_last_read_success_timestamp_seconds",
 		Help: "When the exporter's view of the tied GPU was last read successfully (0: never)."})
+	m.probeSpans = prometheus.NewCounter(prometheus.CounterOpts{Name: "gpulens_sim_gpu_probe_runs_total",
+		Help: "Runs of the exporter's probe on the tied GPU that slowed the server (by one step per step, for the run's GPU time)."})
 	for _, r := range []string{"ok", "error"} {
 		m.gpuReads.WithLabelValues(r)
 	}
@@ -91,7 +94,7 @@ func newMetrics(model string) *metrics {
 	m.reg.MustRegister(m.prefixQueries, m.prefixHits, m.preemptions)
 	m.reg.MustRegister(ttft, itl, tpot, e2e, m.promptTokens, m.generationTokens, m.success,
 		m.running, m.waiting, m.gpuCache, m.kvCache, m.faults,
-		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess)
+		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess, m.probeSpans)
 	return m
 }
 
