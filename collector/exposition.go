@@ -288,9 +288,9 @@ func (e *Exposition) encode(r *rendered, f format) (*body, error) {
 	var err error
 	switch f {
 	case formatText:
-		err = e.text.write(plain, e.fams, e.liveFams)
+		err = e.text.write(plain, e.fams, e.liveFams, false)
 	case formatOpenMetrics:
-		err = e.text.writeOM(plain, e.fams, e.liveFams)
+		err = e.text.write(plain, e.fams, e.liveFams, true)
 	case formatProtobuf:
 		err = e.eachFamily(func(mf *dto.MetricFamily) error {
 			return e.text.writeFamilyProto(plain, mf)

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -552,5 +553,38 @@ func TestExpositionEveryFormatOncePerSnapshot(t *testing.T) {
 	get(t, exp, map[string]string{"Accept": accept[formatProtobuf]})
 	if r, text, pb := exp.renders.Load(), exp.encodes[formatText].Load(), exp.encodes[formatProtobuf].Load(); r != 2 || text != 1 || pb != 2 {
 		t.Errorf("after a protobuf scrape of a new snapshot: %d groupings, text encoded %d times, protobuf %d; want 2, 1, 2", r, text, pb)
+	}
+}
+
+// TestWriteFloatMatchesExpfmt: the pre-rendered numbers are expfmt's, in
+// text and OpenMetrics, for the values a gauge can hold.
+func TestWriteFloatMatchesExpfmt(t *testing.T) {
+	name, help, typ := "x", "x", dto.MetricType_GAUGE
+	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 42, 1e21, 1.5e-7, 123456789, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		mf := &dto.MetricFamily{Name: &name, Help: &help, Type: &typ, Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: &v}}}}
+		for _, om := range []bool{false, true} {
+			var want bytes.Buffer
+			var err error
+			if om {
+				_, err = expfmt.MetricFamilyToOpenMetrics(&want, mf)
+			} else {
+				_, err = expfmt.MetricFamilyToText(&want, mf)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sample string
+			for _, l := range strings.Split(want.String(), "\n") {
+				if strings.HasPrefix(l, "x ") {
+					sample = strings.TrimPrefix(l, "x ")
+				}
+			}
+			var got bytes.Buffer
+			var st snapshotText
+			st.writeFloat(&got, v, om)
+			if got.String() != sample {
+				t.Errorf("%v (OpenMetrics %v): wrote %q, expfmt %q", v, om, got.String(), sample)
+			}
+		}
 	}
 }

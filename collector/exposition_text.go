@@ -228,7 +228,7 @@ func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live pr
 	if err != nil {
 		return warn, err
 	}
-	return warn, t.write(buf, fams, mfs)
+	return warn, t.write(buf, fams, mfs, false)
 }
 
 // Registry is a prometheus.Registry that remembers its collectors, so that
@@ -348,30 +348,25 @@ func joinErrors(errs []error) error {
 	return fmt.Errorf("%w (and %d more errors)", errs[0], len(errs)-1)
 }
 
-// writeFamily writes a plain family as expfmt.MetricFamilyToText does.
-func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily) {
-	buf.Write(f.meta.header)
-	for _, m := range f.metrics {
-		t.writeFloat(buf, writeSeriesName(buf, f, m))
-		if m.TimestampMs != nil {
-			buf.WriteByte(' ')
-			t.num = strconv.AppendInt(t.num[:0], m.GetTimestampMs(), 10)
-			buf.Write(t.num)
-		}
-		buf.WriteByte('\n')
+// writeFamily writes a plain family as expfmt.MetricFamilyToText does or,
+// with om, as expfmt.MetricFamilyToOpenMetrics does (the same samples with
+// OpenMetrics numbers, 1.0 and 0.5, and timestamps in seconds).
+func (t *snapshotText) writeFamily(buf *bytes.Buffer, f snapFamily, om bool) {
+	if om {
+		buf.Write(f.meta.omHeader)
+	} else {
+		buf.Write(f.meta.header)
 	}
-}
-
-// writeFamilyOM writes a plain family as expfmt.MetricFamilyToOpenMetrics
-// does: the text format's samples with OpenMetrics numbers (1.0, 0.5) and
-// timestamps in seconds.
-func (t *snapshotText) writeFamilyOM(buf *bytes.Buffer, f snapFamily) {
-	buf.Write(f.meta.omHeader)
 	for _, m := range f.metrics {
-		t.writeFloatOM(buf, writeSeriesName(buf, f, m))
+		t.writeFloat(buf, writeSeriesName(buf, f, m), om)
 		if m.TimestampMs != nil {
 			buf.WriteByte(' ')
-			t.writeFloatOM(buf, float64(m.GetTimestampMs())/1000)
+			if om {
+				t.writeFloat(buf, float64(m.GetTimestampMs())/1000, true)
+			} else {
+				t.num = strconv.AppendInt(t.num[:0], m.GetTimestampMs(), 10)
+				buf.Write(t.num)
+			}
 		}
 		buf.WriteByte('\n')
 	}
@@ -403,59 +398,6 @@ func writeSeriesName(buf *bytes.Buffer, f snapFamily, m *dto.Metric) float64 {
 	return m.GetGauge().GetValue()
 }
 
-// writeFloatOM formats a number as expfmt's OpenMetrics encoder does.
-func (t *snapshotText) writeFloatOM(buf *bytes.Buffer, f float64) {
-	switch {
-	case f == 1:
-		buf.WriteString("1.0")
-	case f == 0:
-		buf.WriteString("0.0")
-	case f == -1:
-		buf.WriteString("-1.0")
-	case math.IsNaN(f):
-		buf.WriteString("NaN")
-	case math.IsInf(f, +1):
-		buf.WriteString("+Inf")
-	case math.IsInf(f, -1):
-		buf.WriteString("-Inf")
-	default:
-		t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
-		if !bytes.ContainsAny(t.num, "e.") {
-			t.num = append(t.num, '.', '0')
-		}
-		buf.Write(t.num)
-	}
-}
-
-// writeOM is write in OpenMetrics, "# EOF" included.
-func (t *snapshotText) writeOM(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily) error {
-	i, j := 0, 0
-	for i < len(snap) || j < len(live) {
-		if j == len(live) || (i < len(snap) && snap[i].meta.name < live[j].GetName()) {
-			f := snap[i]
-			i++
-			if len(f.metrics) == 0 {
-				continue
-			}
-			if f.meta.plain {
-				t.writeFamilyOM(buf, f)
-				continue
-			}
-			mf := &dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics}
-			if _, err := expfmt.MetricFamilyToOpenMetrics(buf, mf); err != nil {
-				return fmt.Errorf("encoding %s: %w", f.meta.name, err)
-			}
-			continue
-		}
-		if _, err := expfmt.MetricFamilyToOpenMetrics(buf, live[j]); err != nil {
-			return fmt.Errorf("encoding %s: %w", live[j].GetName(), err)
-		}
-		j++
-	}
-	_, err := expfmt.FinalizeOpenMetrics(buf)
-	return err
-}
-
 // writeLabelValue escapes \, newline and " as the text format requires.
 func writeLabelValue(buf *bytes.Buffer, v string) {
 	i := 0
@@ -477,57 +419,58 @@ func writeLabelValue(buf *bytes.Buffer, v string) {
 	}
 }
 
-// writeFloat formats a sample value as expfmt does.
-func (t *snapshotText) writeFloat(buf *bytes.Buffer, f float64) {
-	switch {
-	case f == 1:
-		buf.WriteByte('1')
-	case f == 0:
-		buf.WriteByte('0')
-	case f == -1:
-		buf.WriteString("-1")
-	case math.IsNaN(f):
-		buf.WriteString("NaN")
-	case math.IsInf(f, +1):
-		buf.WriteString("+Inf")
-	case math.IsInf(f, -1):
-		buf.WriteString("-Inf")
-	default:
-		t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
-		buf.Write(t.num)
+// writeFloat formats a number as expfmt's text encoder does or, with om,
+// as its OpenMetrics encoder does (a ".0" on integral values: 1.0, 0.0).
+func (t *snapshotText) writeFloat(buf *bytes.Buffer, f float64, om bool) {
+	if f == 0 {
+		f = 0 // -0 reads 0
 	}
+	t.num = strconv.AppendFloat(t.num[:0], f, 'g', -1, 64)
+	if om && !math.IsNaN(f) && !math.IsInf(f, 0) && !bytes.ContainsAny(t.num, "e.") {
+		t.num = append(t.num, '.', '0')
+	}
+	buf.Write(t.num)
 }
 
-// write renders the snapshot's families merged, in name order, with the
-// registry's (already sorted by the registry). A family name in both is an
-// error: the caller falls back to a registry gather.
-func (t *snapshotText) write(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily) error {
-	enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	encodeSnap := func(f snapFamily) error {
-		if f.meta.plain {
-			t.writeFamily(buf, f)
-			return nil
+// write writes the snapshot's families and the registry's, merged in name
+// order, in the text format or, with om, in OpenMetrics ("# EOF" included).
+func (t *snapshotText) write(buf *bytes.Buffer, snap []snapFamily, live []*dto.MetricFamily, om bool) error {
+	encode := func(mf *dto.MetricFamily) error {
+		if om {
+			_, err := expfmt.MetricFamilyToOpenMetrics(buf, mf)
+			return err
 		}
-		return enc.Encode(&dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics})
+		_, err := expfmt.MetricFamilyToText(buf, mf)
+		return err
 	}
 	i, j := 0, 0
 	for i < len(snap) || j < len(live) {
 		switch {
 		case j == len(live) || (i < len(snap) && snap[i].meta.name < live[j].GetName()):
-			if len(snap[i].metrics) > 0 {
-				if err := encodeSnap(snap[i]); err != nil {
-					return fmt.Errorf("encoding %s: %w", snap[i].meta.name, err)
-				}
-			}
+			f := snap[i]
 			i++
+			if len(f.metrics) == 0 {
+				continue
+			}
+			if f.meta.plain {
+				t.writeFamily(buf, f, om)
+				continue
+			}
+			if err := encode(&dto.MetricFamily{Name: &f.meta.name, Help: &f.meta.help, Type: &f.meta.typ, Metric: f.metrics}); err != nil {
+				return fmt.Errorf("encoding %s: %w", f.meta.name, err)
+			}
 		case i == len(snap) || live[j].GetName() < snap[i].meta.name:
-			if err := enc.Encode(live[j]); err != nil {
+			if err := encode(live[j]); err != nil {
 				return fmt.Errorf("encoding %s: %w", live[j].GetName(), err)
 			}
 			j++
 		default:
 			return errFamilyInBoth{live[j].GetName()}
 		}
+	}
+	if om {
+		_, err := expfmt.FinalizeOpenMetrics(buf)
+		return err
 	}
 	return nil
 }
