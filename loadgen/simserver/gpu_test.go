@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // exposition is an exporter's text exposition (the series the tie reads)
@@ -185,30 +187,10 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	tie := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "0", PID: "4242", Interval: 100 * time.Millisecond, StaleAfter: 2 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tie.Run(ctx, s, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	waitFor := func(what string, want float64) time.Time {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if abs(s.Slowdown()-want) < 1e-12 {
-				return time.Now()
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("%s: slowdown %v, want %v", what, s.Slowdown(), want)
-		return time.Time{}
-	}
-	waitFor("alone", 1)
+	runTie(t, tie, s)
+	waitSlowdown(t, s, "alone", 1)
 	exp.set(0.7, http.StatusOK)
-	waitFor("a neighbour at 70 %", 1.7)
+	waitSlowdown(t, s, "a neighbour at 70 %", 1.7)
 	if got := testutil.ToFloat64(s.metrics.neighbourUtil); abs(got-0.7) > 1e-12 {
 		t.Errorf("gpulens_sim_gpu_neighbour_sm_utilization_ratio %v, want 0.7", got)
 	}
@@ -220,14 +202,14 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 	}
 	// The last good read came at most an interval before the failure
 	// (give a loaded machine 10 of them).
-	if stale := waitFor("stale", 1); stale.Sub(failed) < tie.StaleAfter-10*tie.Interval {
+	if stale := waitSlowdown(t, s, "stale", 1); stale.Sub(failed) < tie.StaleAfter-10*tie.Interval {
 		t.Errorf("the last reading was dropped %s after the exporter failed; want about StaleAfter (%s)", stale.Sub(failed), tie.StaleAfter)
 	}
 	if got := testutil.ToFloat64(s.metrics.gpuReads.WithLabelValues("error")); got < 2 {
 		t.Errorf("failed reads counted %v, want several", got)
 	}
 	exp.set(0.2, http.StatusOK)
-	waitFor("back, the neighbour at 20 %", 1.2)
+	waitSlowdown(t, s, "back, the neighbour at 20 %", 1.2)
 }
 
 func TestGPUTieValidate(t *testing.T) {
@@ -312,28 +294,8 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	tie := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "0", PID: "4242", Interval: 100 * time.Millisecond, StaleAfter: 2 * time.Second}
 	// A run that ended long before the tie started is not replayed.
 	exp.setProbe(time.Now().Add(-time.Minute), 250*time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tie.Run(ctx, s, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	waitFor := func(what string, want float64) time.Time {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if abs(s.Slowdown()-want) < 1e-12 {
-				return time.Now()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatalf("%s: slowdown %v, want %v", what, s.Slowdown(), want)
-		return time.Time{}
-	}
-	waitFor("the neighbour at 50 %", 1.5)
+	runTie(t, tie, s)
+	waitSlowdown(t, s, "the neighbour at 50 %", 1.5)
 	time.Sleep(300 * time.Millisecond)
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 0 {
 		t.Fatalf("a probe run a minute before the tie started: gpulens_sim_gpu_probe_runs_total %v, want 0", got)
@@ -344,8 +306,8 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	// The test sees both edges late by its polling (more on a loaded
 	// machine), so the span's length is checked loosely: a span never
 	// applied, or cut short to a read interval, fails.
-	began := waitFor("during the probe's span", 2.5)
-	ended := waitFor("after the probe's span", 1.5)
+	began := waitSlowdown(t, s, "during the probe's span", 2.5)
+	ended := waitSlowdown(t, s, "after the probe's span", 1.5)
 	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the probe slowed the server for %s, want its GPU time %s", got, span)
 	}
@@ -359,12 +321,38 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	// A run the exporter publishes a sampler cycle after it ended is
 	// replayed from the read that sees it, for its whole span.
 	exp.setProbe(time.Now().Add(-1500*time.Millisecond), span)
-	began = waitFor("a run published late", 2.5)
-	ended = waitFor("after the late run's span", 1.5)
+	began = waitSlowdown(t, s, "a run published late", 2.5)
+	ended = waitSlowdown(t, s, "after the late run's span", 1.5)
 	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the late run slowed the server for %s, want its GPU time %s", got, span)
 	}
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 2 {
 		t.Errorf("gpulens_sim_gpu_probe_runs_total %v, want 2", got)
 	}
+}
+
+// runTie runs tie against s until the test ends.
+func runTie(t *testing.T, tie *GPUTie, s *Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tie.Run(ctx, s, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// waitSlowdown waits up to 10 s for s's slowdown to be want, polling every
+// 5 ms, and returns when it saw it.
+func waitSlowdown(t *testing.T, s *Server, what string, want float64) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !testenv.Poll(ctx, 5*time.Millisecond, func() bool { return abs(s.Slowdown()-want) < 1e-12 }) {
+		t.Fatalf("%s: slowdown %v, want %v", what, s.Slowdown(), want)
+	}
+	return time.Now()
 }
