@@ -26,7 +26,7 @@ import (
 	"github.com/gpulens/gpulens/alerts/promcheck"
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/dashboards"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 	"github.com/gpulens/gpulens/internal/testenv"
 )
 

@@ -15,7 +15,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/gpulens/gpulens/collector"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // startSimSampler runs a sampler over a simulated fleet until every GPU is up.

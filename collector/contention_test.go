@@ -12,7 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // simEnv runs the sampler over a simulated fleet on a fake clock, with a

@@ -11,7 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // costEnv samples a simulated scenario with the mig and cost collectors, the

@@ -9,7 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // probeSafetyEnv samples a simulated scenario (memory and MIG collectors)

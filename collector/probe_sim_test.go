@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 )
 
 // simH100 is an H100-like simulated CUDA device.

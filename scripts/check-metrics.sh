@@ -27,7 +27,7 @@ scrape_scenario() { # scenario -> $work/<scenario>.prom
 
 status=0
 # The built-in scenarios (the --help text wraps their list: read the files).
-for sc in $(cd internal/gpusim/scenarios && ls *.yaml | sed 's/\.yaml$//'); do
+for sc in $(cd internal/sim/gpusim/scenarios && ls *.yaml | sed 's/\.yaml$//'); do
 	scrape_scenario "$sc"
 	if out=$("${promtool[@]}" check metrics <"$work/$sc.prom" 2>&1) && [ -z "$out" ]; then
 		echo "promtool check metrics: scenario $sc clean ($(grep -vc '^#' "$work/$sc.prom") samples)"

@@ -168,7 +168,7 @@ contention", row "Is the neighbour hurting latency and cost?"):
            up ~1.7x, requests per GPU-hour down, cost per 1,000 requests up ~1.7x
   ~13 min  GpulensGPUHighContention fires on GPU 0 (a latency SLO tenant shares it)
   ~31 min  batch-train leaves (back at 41): contention, latency and cost drop back
-Other alerts to watch (the scenario's header, internal/gpusim/scenarios/demo.yaml,
+Other alerts to watch (the scenario's header, internal/sim/gpusim/scenarios/demo.yaml,
 lists them all, with the shipped 'for:' durations):
   ~4 min   GpulensGPUXIDApplicationError        GPU 7: a batch job trips XID 13 (severity info)
   ~15 min  GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM

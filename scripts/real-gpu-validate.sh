@@ -60,7 +60,7 @@ SMI=${NVIDIA_SMI:-nvidia-smi}
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 if [ $mode = sim ]; then
 	OUT=${VALIDATE_OUT:-.scratch/real-gpu-validate-sim}
-	# Fixed by internal/gpusim/scenarios/validate.yaml: tenants join at 4 s
+	# Fixed by internal/sim/gpusim/scenarios/validate.yaml: tenants join at 4 s
 	# and 8 s and leave at 13 s.
 	read -r -a PHASES <<<"4 4 5"
 	SAMPLER=500ms SCRAPE_EVERY=0.5 HOST_SCRAPES=3 SETTLE=1 MAX_SETTLE=1 GRACE=5

@@ -31,7 +31,7 @@ import (
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/pricing"
-	"github.com/gpulens/gpulens/internal/simflag"
+	"github.com/gpulens/gpulens/internal/sim/simflag"
 )
 
 func main() {

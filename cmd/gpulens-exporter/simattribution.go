@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/gpulens/gpulens/collector"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // simAttributor names a simulated process and its pod from the scenario's

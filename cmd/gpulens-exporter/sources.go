@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // sources are what the exporter reads: NVML, who runs on the GPUs (names,

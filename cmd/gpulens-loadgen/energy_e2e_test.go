@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 // TestEnergyRepeatsAgreeOnSimulatedFleet (issue 23): repeats of 2 s runs

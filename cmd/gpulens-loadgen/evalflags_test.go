@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 // TestEvaluationCampaign: a sweep against the simulator with an exporter,

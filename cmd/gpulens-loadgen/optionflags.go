@@ -68,7 +68,7 @@ var simFlagNames = map[option.Name]string{
 	"ErrorRate":        "--sim.error-rate",
 	"DisconnectRate":   "--sim.disconnect-rate",
 	"StallRate":        "--sim.stall-rate",
-	// The prefix cache (loadgen/simserver/prefixcache.go).
+	// The prefix cache (internal/sim/simserver/prefixcache.go).
 	"PrefixCacheTokens": "--sim.prefix-cache-tokens",
 	"PrefixBlockTokens": "--sim.prefix-block-tokens",
 	"Tokenizer":         "--sim.tokenizer",

@@ -11,8 +11,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/option"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 // simFlags are the flags of `gpulens-loadgen sim`.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/internal/testenv"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 func TestSimGPUTieFlags(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/simserver"
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 )
 
 func TestSimFlags(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 func TestTLSFlags(t *testing.T) {

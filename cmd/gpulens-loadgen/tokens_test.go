@@ -18,8 +18,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 // runTokens runs `run` against target with --input-tokens fixed:n and the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 

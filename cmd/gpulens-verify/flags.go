@@ -17,7 +17,7 @@ import (
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
-	"github.com/gpulens/gpulens/internal/simflag"
+	"github.com/gpulens/gpulens/internal/sim/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/simflag"
+	"github.com/gpulens/gpulens/internal/sim/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 

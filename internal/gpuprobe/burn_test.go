@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 )
 
 // recorder wraps a Driver and counts what a burn acquires and releases; at

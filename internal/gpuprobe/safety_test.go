@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 )
 
 // TestProbeLeavesTenantGPUAlone: a device in a compute mode other than

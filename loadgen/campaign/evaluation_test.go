@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 

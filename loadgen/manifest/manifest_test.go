@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/simserver"
 )
 
 var endpoints = []string{"GET /version", "GET /info", "GET /props", "GET /api/version", "POST /api/show", "GET /api/tags", "GET /get_server_info", "GET /v1/models"}

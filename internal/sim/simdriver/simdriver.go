@@ -1,5 +1,5 @@
 // Package simdriver is a simulated CUDA driver: it implements gpuprobe.Driver
-// for tests and for the simulated fleet (internal/gpusim), emulating the
+// for tests and for the simulated fleet (internal/sim/gpusim), emulating the
 // probe's kernels by name with durations derived from each device's figures
 // on a virtual clock, and injecting faults on request.
 package simdriver

@@ -13,7 +13,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/internal/gpusim"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
 // Flags are the parsed --sim.* flags.

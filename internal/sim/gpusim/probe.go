@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 )
 
 // The tenant's view: what the CUDA probe (internal/gpuprobe) measures on a

@@ -3,7 +3,7 @@ package gpusim
 import (
 	"time"
 
-	"github.com/gpulens/gpulens/internal/gpuprobe/simdriver"
+	"github.com/gpulens/gpulens/internal/sim/simdriver"
 )
 
 // What the simulated CUDA driver needs to keep the probe off a GPU that is
