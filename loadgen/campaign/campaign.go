@@ -9,7 +9,7 @@
 // and fills the metadata (run ID, nonce, target without credentials, GPU
 // facts from an exporter, the manifest). With an exporter every run also
 // gets its own GPU side (peak VRAM, power, energy, tokens per joule); the
-// answers' text can be kept for scoring (evaluation.go).
+// answers' text can be kept for scoring (responses.go).
 //
 // gpulens-loadgen's run and sweep map their flags to a Plan and Options,
 // serve the live metrics an Observer records, and write what Run returns.
@@ -157,7 +157,10 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := o.Prices.Validate(); err != nil {
 		return nil, err
 	}
-	if err := validateEvaluation(&o); err != nil {
+	if err := validateExporter(&o); err != nil {
+		return nil, err
+	}
+	if err := validateServerInfo(&o); err != nil {
 		return nil, err
 	}
 	if o.Workload.MaxTokens < 0 {
