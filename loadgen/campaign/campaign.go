@@ -24,7 +24,7 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/cost"
-	"github.com/gpulens/gpulens/loadgen/gpuinfo"
+	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
@@ -73,7 +73,7 @@ type Options struct {
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
 	// the GPU facts of the metadata and the GPU side of every run
-	// (Run.GPU): every ExporterInterval (gpuinfo.DefaultInterval when
+	// (Run.GPU): every ExporterInterval (exporterpoll.DefaultInterval when
 	// zero; at least 100 ms) and at each run's start and end.
 	// ExporterGPUs restricts the GPUs serving to these (indexes or UUIDs;
 	// empty: all the exporter reports).
@@ -142,7 +142,7 @@ type Campaign struct {
 	meta   report.Metadata
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
-	poller *gpuinfo.Poller
+	poller *exporterpoll.Poller
 }
 
 // New validates the plan and the options (an error names the option at
@@ -238,7 +238,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 	res := &Result{Document: &report.Document{}}
 	meta := c.meta
 	meta.Started = time.Now().UTC()
-	var poller *gpuinfo.Poller
+	var poller *exporterpoll.Poller
 	if c.opt.ExporterURL != "" {
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/gpuinfo"
+	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/weburl"
@@ -37,16 +37,16 @@ func validateExporter(o *Options) error {
 }
 
 // newPoller is the poller of the exporter, or nil without one.
-func (c *Campaign) newPoller() *gpuinfo.Poller {
+func (c *Campaign) newPoller() *exporterpoll.Poller {
 	if c.opt.ExporterURL == "" {
 		return nil
 	}
-	return gpuinfo.New(gpuinfo.Config{URL: c.opt.ExporterURL, Interval: c.opt.ExporterInterval, GPUs: c.opt.ExporterGPUs, Logger: c.log})
+	return exporterpoll.New(exporterpoll.Config{URL: c.opt.ExporterURL, Interval: c.opt.ExporterInterval, GPUs: c.opt.ExporterGPUs, Logger: c.log})
 }
 
 // gpuRun is one run's window on the exporter (nil: no exporter).
 type gpuRun struct {
-	w         *gpuinfo.Window
+	w         *exporterpoll.Window
 	restart   *time.Timer
 	restarted chan struct{}
 }
