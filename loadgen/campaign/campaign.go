@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -68,7 +67,7 @@ type Options struct {
 	// workload's seed. GracePeriod 0: runner.DefaultGracePeriod.
 	Run    runner.Config
 	SLO    report.SLO
-	Prices cost.Prices
+	Prices report.CostSettings
 	// Scenario is a free-form name, recorded in the metadata.
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for

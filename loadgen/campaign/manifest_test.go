@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/workload"
@@ -46,7 +45,7 @@ func TestManifest(t *testing.T) {
 		return Options{
 			Client:   client.Config{BaseURL: target, Endpoint: client.EndpointChat, Model: "org/llama", Timeout: time.Minute},
 			Workload: workload.Config{Seed: seed, Input: in, Output: out}, Prompts: report.PromptsDistinct,
-			Run: runner.Config{Requests: 2}, Prices: cost.Prices{GPUs: 1}, Labels: labels, ServerInfo: ask, ServerInfoTimeout: time.Minute,
+			Run: runner.Config{Requests: 2}, Prices: report.CostSettings{GPUs: 1}, Labels: labels, ServerInfo: ask, ServerInfoTimeout: time.Minute,
 		}
 	}
 	plan := Plan{Command: "sweep", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 1}
