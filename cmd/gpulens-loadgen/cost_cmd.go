@@ -9,12 +9,12 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
+	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// costFlagNames spell the options of loadgen/cost.Campaign as the cost
+// costFlagNames spell the options of loadgen/bill.Terms as the cost
 // command's flags.
 var costFlagNames = map[option.Name]string{
 	"GPUHourlyUSD":     "--gpu-hourly-usd",
@@ -31,7 +31,7 @@ var costFlagNames = map[option.Name]string{
 func costCommand(app *kingpin.Application) command {
 	cmd := app.Command("cost", "Total spend of an evaluation campaign: the instance time of every report (failed and repeated runs included), setup, retries, storage and egress, billed as the provider rounds it; per completed sample and per 1,000.")
 	inputs := cmd.Arg("reports", "JSON reports of run, sweep or merge, all billed at one GPU price.").Required().Strings()
-	var c cost.Campaign
+	var c bill.Terms
 	cmd.Flag("gpu-hourly-usd", "GPU price per hour (default: the reports' settings.cost.gpu_hourly_usd, which must agree).").PlaceHolder("USD").Float64Var(&c.GPUHourlyUSD)
 	cmd.Flag("gpus", "GPUs billed (default: the reports' settings.cost.gpus).").PlaceHolder("N").IntVar(&c.GPUs)
 	cmd.Flag("setup-hours", "Billed hours that produced no report: provisioning, model download, warm-up.").Default("0").Float64Var(&c.SetupHours)
@@ -48,7 +48,7 @@ func costCommand(app *kingpin.Application) command {
 
 // campaignCost reads the reports, sums the campaign and writes the bill
 // to w as text or JSON.
-func campaignCost(paths []string, c cost.Campaign, format string, w io.Writer) error {
+func campaignCost(paths []string, c bill.Terms, format string, w io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return usageError{flagged(costFlagNames, err)}
 	}
@@ -56,7 +56,7 @@ func campaignCost(paths []string, c cost.Campaign, format string, w io.Writer) e
 	if err != nil {
 		return err
 	}
-	cc, err := cost.Sum(c, inputs)
+	cc, err := bill.Sum(c, inputs)
 	if err != nil {
 		return usageError{flagged(costFlagNames, err)}
 	}

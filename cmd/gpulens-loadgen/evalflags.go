@@ -8,7 +8,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/gpuinfo"
+	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/manifest"
 )
 
@@ -27,7 +27,7 @@ type evalFlags struct {
 
 func addEvalFlags(cmd *kingpin.CmdClause) *evalFlags {
 	f := &evalFlags{}
-	cmd.Flag("exporter.poll-interval", "With --exporter.url: how often to read the exporter during a run (besides at its start and end).").Default(gpuinfo.DefaultInterval.String()).DurationVar(&f.exporterInterval)
+	cmd.Flag("exporter.poll-interval", "With --exporter.url: how often to read the exporter during a run (besides at its start and end).").Default(exporterpoll.DefaultInterval.String()).DurationVar(&f.exporterInterval)
 	cmd.Flag("exporter.gpus", "With --exporter.url: the GPUs serving the model, by index or UUID, comma-separated (default: every GPU the exporter reports).").PlaceHolder("0,1").StringVar(&f.exporterGPUs)
 	cmd.Flag("label", "A key=value label recorded in the report's manifest (container image digest, framework version, evaluation code commit…); repeatable.").PlaceHolder("KEY=VALUE").StringsVar(&f.labels)
 	cmd.Flag("server-info", "After the last run, ask the server what it is (vLLM /version, TGI /info, llama.cpp /props, Ollama /api/version, /api/show and /api/tags, SGLang /get_server_info, /v1/models) and record the answers in the manifest (--no-server-info: do not ask).").Default("true").BoolVar(&f.serverInfo)

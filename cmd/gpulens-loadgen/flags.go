@@ -15,7 +15,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
@@ -199,7 +198,7 @@ func (f *loadFlags) apiKey() (string, error) {
 // flags' (the campaign checks the rest).
 func (f *loadFlags) options() (campaign.Options, error) {
 	o := campaign.Options{Calibrate: f.calibrate, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
-		KeepRecords: f.saveRequests != "", Prices: cost.Prices{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
+		KeepRecords: f.saveRequests != "", Prices: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 	var (
 		shard   schedule.Shard // zero: not sharded
 		in, out workload.Length

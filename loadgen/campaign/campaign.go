@@ -9,7 +9,7 @@
 // and fills the metadata (run ID, nonce, target without credentials, GPU
 // facts from an exporter, the manifest). With an exporter every run also
 // gets its own GPU side (peak VRAM, power, energy, tokens per joule); the
-// answers' text can be kept for scoring (evaluation.go).
+// answers' text can be kept for scoring (responses.go).
 //
 // gpulens-loadgen's run and sweep map their flags to a Plan and Options,
 // serve the live metrics an Observer records, and write what Run returns.
@@ -23,8 +23,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
-	"github.com/gpulens/gpulens/loadgen/gpuinfo"
+	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
@@ -68,12 +67,12 @@ type Options struct {
 	// workload's seed. GracePeriod 0: runner.DefaultGracePeriod.
 	Run    runner.Config
 	SLO    report.SLO
-	Prices cost.Prices
+	Prices report.CostSettings
 	// Scenario is a free-form name, recorded in the metadata.
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
 	// the GPU facts of the metadata and the GPU side of every run
-	// (Run.GPU): every ExporterInterval (gpuinfo.DefaultInterval when
+	// (Run.GPU): every ExporterInterval (exporterpoll.DefaultInterval when
 	// zero; at least 100 ms) and at each run's start and end.
 	// ExporterGPUs restricts the GPUs serving to these (indexes or UUIDs;
 	// empty: all the exporter reports).
@@ -142,7 +141,7 @@ type Campaign struct {
 	meta   report.Metadata
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
-	poller *gpuinfo.Poller
+	poller *exporterpoll.Poller
 }
 
 // New validates the plan and the options (an error names the option at
@@ -157,7 +156,10 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := o.Prices.Validate(); err != nil {
 		return nil, err
 	}
-	if err := validateEvaluation(&o); err != nil {
+	if err := validateExporter(&o); err != nil {
+		return nil, err
+	}
+	if err := validateServerInfo(&o); err != nil {
 		return nil, err
 	}
 	if o.Workload.MaxTokens < 0 {
@@ -235,7 +237,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 	res := &Result{Document: &report.Document{}}
 	meta := c.meta
 	meta.Started = time.Now().UTC()
-	var poller *gpuinfo.Poller
+	var poller *exporterpoll.Poller
 	if c.opt.ExporterURL != "" {
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
@@ -73,7 +72,7 @@ func options(t *testing.T, srv http.Handler) Options {
 		// The test servers count no tokens: calibrate_test.go calibrates.
 		Calibrate: CalibrateOff,
 		Run:       runner.Config{Requests: 3},
-		Prices:    cost.Prices{GPUHourlyUSD: 1, GPUs: 1},
+		Prices:    report.CostSettings{GPUHourlyUSD: 1, GPUs: 1},
 		Scenario:  "test",
 	}
 }

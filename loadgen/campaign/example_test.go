@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/workload"
@@ -27,7 +26,7 @@ func Example() {
 			Workload: workload.Config{Seed: 1, Input: in, Output: out},
 			Prompts:  report.PromptsDistinct,
 			Run:      runner.Config{Duration: time.Minute},
-			Prices:   cost.Prices{GPUHourlyUSD: 2.5, GPUs: 1},
+			Prices:   report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 1},
 		})
 	if err != nil {
 		log.Fatal(err) // e.g. "Concurrency must be at least 1, got 0"

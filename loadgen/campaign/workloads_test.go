@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/schedule"
@@ -21,7 +20,7 @@ func TestPrepareWorkloads(t *testing.T) {
 		Requests: []workload.TraceRequest{{Arrival: 0, InputTokens: 1, OutputTokens: 1}, {Arrival: 500 * ms, InputTokens: 1, OutputTokens: 1}}}
 	base := func() Options {
 		return Options{Client: client.Config{BaseURL: "http://127.0.0.1:1/v1", Endpoint: "chat", Model: "m", Timeout: time.Second},
-			Prompts: report.PromptsReuse, Run: runner.Config{Requests: 2}, Prices: cost.Prices{GPUs: 1}}
+			Prompts: report.PromptsReuse, Run: runner.Config{Requests: 2}, Prices: report.CostSettings{GPUs: 1}}
 	}
 	for _, tc := range []struct {
 		name   string

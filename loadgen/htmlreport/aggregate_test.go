@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,35 @@ func TestTokensColumns(t *testing.T) {
 		"concurrency=1: input tokens: the server counted mean 118.0 where 32.0 was asked for"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
+// TestAggregateTurnsCharted: the aggregate of multi-turn repeats has its
+// turn split (stats.AggregateTurns) and the chart of first against later
+// turns draws it beside the repeats'.
+func TestAggregateTurnsCharted(t *testing.T) {
+	mk := func(i int, first, later float64) report.Run {
+		return report.Run{Name: "concurrency=2 repeat=" + string(rune('0'+i)), Level: 2, Repeat: i,
+			Settings: report.Settings{Mode: "closed", Concurrency: 2, MultiTurn: report.MultiTurnSettings{Turns: 2}},
+			Summary:  report.Summary{RequestsCompleted: 4, DurationSeconds: 1},
+			Turns: &report.TurnSummary{Conversations: 2, FirstTurnTTFT: report.Dist{Count: 2, P50: first, P99: first},
+				LaterTurnsTTFT: report.Dist{Count: 2, P50: later, P99: later}}}
+	}
+	reps := []report.Run{mk(1, 0.2, 0.1), mk(2, 0.4, 0.3)}
+	var b bytes.Buffer
+	if err := Render(&b, &report.Document{Metadata: report.Metadata{Model: "m"}, Runs: append(reps, stats.Aggregate(reps))}); err != nil {
+		t.Fatal(err)
+	}
+	tips := chartTips(b.String(), ChartTurnsTTFT)
+	if len(tips) != 12 {
+		t.Fatalf("%d bars, want 4 for each repeat and 4 for the mean: %q", len(tips), tips)
+	}
+	// The mean's bars: the means of the repeats' percentiles.
+	for _, want := range []string{"c=2 mean, first turn p50: 300 ms", "c=2 mean, later turns p50: 200 ms",
+		"c=2 mean, first turn p99: 300 ms", "c=2 mean, later turns p99: 200 ms"} {
+		if !slices.Contains(tips, want) {
+			t.Errorf("the chart's bars %q lack %q", tips, want)
 		}
 	}
 }

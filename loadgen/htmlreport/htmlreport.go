@@ -167,7 +167,7 @@ func build(doc *report.Document) view {
 			add("Token calibration", fmt.Sprintf("%s: %.3f tokens per word + %.1f tokens per request (%d probes, not measured)", c.Method, c.TokensPerWord, c.OverheadTokens, len(c.Probes)))
 		}
 	}
-	v.Meta = append(v.Meta, manifestRows(m.Manifest)...) // server, host, labels, settings hash (evaluation.go)
+	v.Meta = append(v.Meta, manifestRows(m.Manifest)...) // server, host, labels, settings hash (manifest.go)
 	v.Warnings = append([]string(nil), m.Warnings...)
 	for _, r := range doc.Runs {
 		if g := r.GPU; g != nil && g.Warning != "" && !r.Aggregate {
@@ -473,7 +473,7 @@ func charts(doc *report.Document, labels []string) []chart {
 		ec.Caption = "Errors summed over the repeats of each level."
 	}
 	out = append(out, ec)
-	out = append(out, gpuCharts(doc)...) // peak VRAM, tokens/J, when an exporter was read (evaluation.go)
+	out = append(out, gpuCharts(doc)...) // peak VRAM, tokens/J, when an exporter was read (gpucharts.go)
 	// The server's metrics over time and the TTFT by turn, when the report
 	// has them (timeline.go).
 	out = append(out, workloadCharts(doc, labels)...)

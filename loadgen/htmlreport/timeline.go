@@ -13,7 +13,7 @@ import (
 // Charts of the workloads the peers have, present only when the report
 // has their data: the server's own metrics over time (runs with
 // server_metrics.timeline) and the TTFT of first against later turns
-// (multi-turn runs).
+// (multi-turn runs, and the aggregates of their repeats).
 const (
 	ChartServerCacheTimeline    = "server-cache-timeline"
 	ChartServerRequestsTimeline = "server-requests-timeline"
@@ -45,7 +45,7 @@ func workloadCharts(doc *report.Document, labels []string) []chart {
 	var tl []string
 	ss := []series{{Name: "first turn p50"}, {Name: "later turns p50"}, {Name: "first turn p99"}, {Name: "later turns p99"}}
 	for i, r := range doc.Runs {
-		if r.Aggregate || r.Turns == nil {
+		if r.Turns == nil { // an aggregate's: the mean of its repeats' (stats.AggregateTurns)
 			continue
 		}
 		tl = append(tl, labels[i])

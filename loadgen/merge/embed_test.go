@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
@@ -71,7 +70,7 @@ func openWorkers(t *testing.T, dir string, n, shards int) []Input {
 		set := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 			Endpoint: "chat", Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 			Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
-		sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2},
+		sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Prices: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2},
 			TargetRate: rate / float64(shards)})
 		sum.MaxInFlight, sum.WarmupRequests = 3+i, i
 		run := report.Run{Name: "rate=40", Settings: set, Summary: sum, Level: rate, Repeat: 1}
@@ -206,7 +205,7 @@ func TestMergeEmbedRequests(t *testing.T) {
 					target = m.Settings.Rate
 				}
 				sum := stats.Summarize(m.Requests, stats.SummaryConfig{SLO: m.Settings.SLO,
-					Prices:     cost.Prices{GPUHourlyUSD: m.Settings.Cost.GPUHourlyUSD, GPUs: m.Settings.Cost.GPUs},
+					Prices:     report.CostSettings{GPUHourlyUSD: m.Settings.Cost.GPUHourlyUSD, GPUs: m.Settings.Cost.GPUs},
 					TargetRate: target, Warmup: time.Duration(m.Settings.WarmupSeconds * float64(time.Second))})
 				sum.MaxInFlight, sum.WarmupRequests = m.Summary.MaxInFlight, m.Summary.WarmupRequests
 				if !reflect.DeepEqual(sum, m.Summary) {

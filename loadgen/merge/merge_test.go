@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
@@ -64,7 +63,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	settings := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 		Endpoint: "chat", Model: "m", Seed: 42, SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 		Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
-	sumCfg := stats.SummaryConfig{SLO: settings.SLO, Prices: cost.Prices{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate}
+	sumCfg := stats.SummaryConfig{SLO: settings.SLO, Prices: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate}
 
 	// One process.
 	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)

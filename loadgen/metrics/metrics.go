@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -41,7 +40,7 @@ type Metrics struct {
 	inFlight                       prometheus.Gauge
 
 	mu        sync.Mutex
-	prices    cost.Prices
+	prices    report.CostSettings
 	start     time.Time
 	now       func() time.Time
 	completed float64
@@ -50,7 +49,7 @@ type Metrics struct {
 
 // New registers the metrics on reg. now is the clock (time.Now when nil);
 // billing starts at the first call to Start.
-func New(reg prometheus.Registerer, l Labels, info Info, prices cost.Prices, now func() time.Time) *Metrics {
+func New(reg prometheus.Registerer, l Labels, info Info, prices report.CostSettings, now func() time.Time) *Metrics {
 	if now == nil {
 		now = time.Now
 	}

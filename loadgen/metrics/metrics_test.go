@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -19,7 +18,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	clock := time.Unix(1000, 0)
 	m := New(reg, Labels{Target: "http://127.0.0.1:1/v1", Model: "m", Scenario: "s"}, Info{RunID: "r1", Version: "v", Endpoint: "chat", Mode: "closed"},
-		cost.Prices{GPUHourlyUSD: 3.6, GPUs: 2}, func() time.Time { return clock })
+		report.CostSettings{GPUHourlyUSD: 3.6, GPUs: 2}, func() time.Time { return clock })
 	m.Start()
 	t0 := 2 * time.Second // offsets from the run's start
 	ok := report.Record{Intended: t0, Sent: t0 + time.Millisecond, FirstToken: t0 + 51*time.Millisecond, End: t0 + 71*time.Millisecond,

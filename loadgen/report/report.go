@@ -265,8 +265,8 @@ func AggregateName(first string, n int) string {
 	return first + " (mean of " + strconv.Itoa(n) + ")"
 }
 
-// CostSettings are the prices used to compute Cost (loadgen/cost, as
-// cost.Prices).
+// CostSettings are the prices a run is billed at (RunCost computes its
+// Cost; loadgen/bill sums a campaign).
 type CostSettings struct {
 	GPUHourlyUSD float64 `json:"gpu_hourly_usd"`
 	GPUs         int     `json:"gpus"`

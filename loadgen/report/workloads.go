@@ -2,7 +2,7 @@ package report
 
 // The types below describe the workloads the peers have (docs/loadgen.md,
 // "Trace replay" and "Multi-turn conversations") and the server's own
-// metrics over time (ServerMetrics.Timeline). Like the evaluation fields
+// metrics over time (ServerMetrics.Timeline). Like Run.GPU and Metadata.Manifest
 // they are optional pointers, absent from reports that do not use them.
 
 // TraceSettings describe a trace replay (Settings.Trace): requests sent at

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
@@ -113,7 +112,7 @@ func TestClosedLoopKnownDelays(t *testing.T) {
 			slowest = max(slowest, (r.FirstToken - r.Intended).Seconds())
 		}
 	}
-	s := stats.Summarize(out.Results, stats.SummaryConfig{SLO: report.SLO{TTFTSeconds: slowest}, Prices: cost.Prices{GPUHourlyUSD: 3.6, GPUs: 1}})
+	s := stats.Summarize(out.Results, stats.SummaryConfig{SLO: report.SLO{TTFTSeconds: slowest}, Prices: report.CostSettings{GPUHourlyUSD: 3.6, GPUs: 1}})
 	if s.RequestsCompleted != 19 || s.RequestsFailed != 1 || s.Errors[report.ErrHTTP5xx] != 1 {
 		t.Fatalf("completed %d failed %d errors %v", s.RequestsCompleted, s.RequestsFailed, s.Errors)
 	}

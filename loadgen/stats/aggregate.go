@@ -9,7 +9,7 @@ import (
 // gets the mean across the repeats that have it, with its stddev and
 // Student-t 95 % CI, in Summary.Stats; the summary's figures and
 // distributions are the means, counts are summed; the GPU side is
-// AggregateGPU's.
+// AggregateGPU's and the turn side (multi-turn runs) AggregateTurns'.
 func Aggregate(reps []report.Run) report.Run {
 	agg := report.Run{Name: report.AggregateName(reps[0].Name, len(reps)), Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
 	s := &agg.Summary
@@ -32,6 +32,7 @@ func Aggregate(reps []report.Run) report.Run {
 		}
 	}
 	agg.GPU = AggregateGPU(reps)
+	agg.Turns = AggregateTurns(reps)
 	dists := []struct {
 		dst *report.Dist
 		get func(*report.Summary) *report.Dist
@@ -122,6 +123,57 @@ func meanDist(ds []*report.Dist) report.Dist {
 		m.Max = max(m.Max, v.Max)
 	}
 	return m
+}
+
+// AggregateTurns combines the turn side (report.TurnSummary) of the
+// repeats of one multi-turn level (Aggregate) by the rules of the other
+// distributions, so that it reads as one typical repeat: Conversations is
+// the total over the repeats, and every distribution (first turn, later
+// turns, each turn of ByTurn) is meanDist over the repeats in which it
+// has values (a repeat whose later turns all failed has no later-turn
+// TTFT, not one of zero). Repeats without a turn side (single-turn runs)
+// are left out; nil when none has one.
+func AggregateTurns(reps []report.Run) *report.TurnSummary {
+	var ts []*report.TurnSummary
+	for i := range reps {
+		if t := reps[i].Turns; t != nil {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	agg := &report.TurnSummary{}
+	turns := 0
+	for _, t := range ts {
+		agg.Conversations += t.Conversations
+		turns = max(turns, len(t.ByTurn))
+	}
+	mean := func(get func(*report.TurnSummary) (report.Dist, bool)) report.Dist {
+		var have []*report.Dist
+		for _, t := range ts {
+			if d, ok := get(t); ok && d.Count > 0 {
+				have = append(have, &d)
+			}
+		}
+		if len(have) == 0 {
+			return report.Dist{}
+		}
+		return meanDist(have)
+	}
+	agg.FirstTurnTTFT = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.FirstTurnTTFT, true })
+	agg.LaterTurnsTTFT = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.LaterTurnsTTFT, true })
+	agg.FirstTurnInputTokens = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.FirstTurnInputTokens, true })
+	agg.LaterTurnsInputTokens = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.LaterTurnsInputTokens, true })
+	for i := range turns {
+		agg.ByTurn = append(agg.ByTurn, mean(func(t *report.TurnSummary) (report.Dist, bool) {
+			if i < len(t.ByTurn) {
+				return t.ByTurn[i], true
+			}
+			return report.Dist{}, false
+		}))
+	}
+	return agg
 }
 
 // AggregateGPU combines the GPU side of the repeats of one level

@@ -96,3 +96,74 @@ func TestAggregateGPU(t *testing.T) {
 		t.Error("an aggregate GPU side without any repeat's")
 	}
 }
+
+// TestAggregateTurns: an aggregate of multi-turn repeats carries their turn
+// split, each distribution the mean over the repeats in which it has values
+// (counts summed, the largest maximum), the conversations summed.
+func TestAggregateTurns(t *testing.T) {
+	d := func(count int, mean, p50, p99, maxv float64) report.Dist {
+		return report.Dist{Count: count, Mean: mean, Stddev: mean / 2, P50: p50, P90: p50 + 0.8*(p99-p50), P95: p50 + 0.9*(p99-p50), P99: p99, Max: maxv}
+	}
+	// Repeat 1: 2 conversations of 3 turns, every turn answered.
+	one := &report.TurnSummary{Conversations: 2,
+		FirstTurnTTFT: d(2, 0.2, 0.2, 0.298, 0.3), LaterTurnsTTFT: d(4, 0.03, 0.03, 0.04, 0.04),
+		FirstTurnInputTokens: d(2, 500, 500, 500, 500), LaterTurnsInputTokens: d(4, 1250, 1250, 1500, 1500),
+		ByTurn: []report.Dist{d(2, 0.2, 0.2, 0.298, 0.3), d(2, 0.02, 0.02, 0.02, 0.02), d(2, 0.04, 0.04, 0.04, 0.04)}}
+	// Repeat 2: 3 conversations whose second turns all failed: no later
+	// turn has a TTFT or a measured prompt, and ByTurn stops at turn 1.
+	two := &report.TurnSummary{Conversations: 3,
+		FirstTurnTTFT: d(3, 0.4, 0.4, 0.5, 0.6), FirstTurnInputTokens: d(3, 700, 700, 880, 900),
+		ByTurn: []report.Dist{d(3, 0.4, 0.4, 0.5, 0.6)}}
+	run := func(rep int, ts *report.TurnSummary) report.Run {
+		return report.Run{Name: "concurrency=2 repeat=" + string(rune('0'+rep)), Level: 2, Repeat: rep, Turns: ts}
+	}
+	for _, tc := range []struct {
+		name string
+		reps []report.Run
+		want *report.TurnSummary
+	}{
+		{"two multi-turn repeats", []report.Run{run(1, one), run(2, two)}, &report.TurnSummary{Conversations: 5,
+			// First turns: means of (0.2, 0.4), (0.1, 0.2) stddev, (0.2, 0.4) p50,
+			// (0.2784, 0.48) p90, (0.2882, 0.49) p95, (0.298, 0.5) p99; max 0.6.
+			FirstTurnTTFT: report.Dist{Count: 5, Mean: 0.3, Stddev: 0.15, P50: 0.3, P90: 0.3792, P95: 0.3891, P99: 0.399, Max: 0.6},
+			// Later turns: repeat 1's alone (repeat 2 has none, not zeros).
+			LaterTurnsTTFT:        one.LaterTurnsTTFT,
+			FirstTurnInputTokens:  report.Dist{Count: 5, Mean: 600, Stddev: 300, P50: 600, P90: 672, P95: 681, P99: 690, Max: 900},
+			LaterTurnsInputTokens: one.LaterTurnsInputTokens,
+			ByTurn: []report.Dist{{Count: 5, Mean: 0.3, Stddev: 0.15, P50: 0.3, P90: 0.3792, P95: 0.3891, P99: 0.399, Max: 0.6},
+				one.ByTurn[1], one.ByTurn[2]}}},
+		{"a single-turn repeat is left out", []report.Run{run(1, nil), run(2, one)}, one},
+		{"no multi-turn repeat", []report.Run{run(1, nil), run(2, nil)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Aggregate(tc.reps).Turns
+			if (got == nil) != (tc.want == nil) {
+				t.Fatalf("turns %+v, want %+v", got, tc.want)
+			}
+			if got == nil {
+				return
+			}
+			if got.Conversations != tc.want.Conversations || len(got.ByTurn) != len(tc.want.ByTurn) {
+				t.Fatalf("%d conversations, %d turns; want %d, %d", got.Conversations, len(got.ByTurn), tc.want.Conversations, len(tc.want.ByTurn))
+			}
+			check := func(name string, g, w report.Dist) {
+				t.Helper()
+				gs := []float64{float64(g.Count), g.Mean, g.Stddev, g.P50, g.P90, g.P95, g.P99, g.Max}
+				ws := []float64{float64(w.Count), w.Mean, w.Stddev, w.P50, w.P90, w.P95, w.P99, w.Max}
+				for i := range gs {
+					if math.Abs(gs[i]-ws[i]) > 1e-9 {
+						t.Errorf("%s = %+v, want %+v", name, g, w)
+						return
+					}
+				}
+			}
+			check("first turn TTFT", got.FirstTurnTTFT, tc.want.FirstTurnTTFT)
+			check("later turns TTFT", got.LaterTurnsTTFT, tc.want.LaterTurnsTTFT)
+			check("first turn input tokens", got.FirstTurnInputTokens, tc.want.FirstTurnInputTokens)
+			check("later turns input tokens", got.LaterTurnsInputTokens, tc.want.LaterTurnsInputTokens)
+			for i := range got.ByTurn {
+				check("turn "+string(rune('1'+i))+" TTFT", got.ByTurn[i], tc.want.ByTurn[i])
+			}
+		})
+	}
+}

@@ -3,14 +3,13 @@ package stats
 import (
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/cost"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // SummaryConfig holds what Summarize needs besides the records.
 type SummaryConfig struct {
 	SLO        report.SLO
-	Prices     cost.Prices
+	Prices     report.CostSettings
 	TargetRate float64 // open loop; 0 in closed loop
 	// Warmup is the offset from the run's start at which the measurement
 	// window begins (or at the first intended send, when that is earlier).
@@ -161,7 +160,7 @@ func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 		// was late by more than one mean inter-arrival time.
 		s.RateNotAchieved = s.AchievedRatePerSecond < 0.95*scheduled || s.ScheduleLag.P50 > 1/cfg.TargetRate
 	}
-	s.Cost = cost.Compute(cfg.Prices, s.DurationSeconds, s.RequestsCompleted, s.InputTokensTotal, s.OutputTokensTotal)
+	s.Cost = cfg.Prices.RunCost(s.DurationSeconds, s.RequestsCompleted, s.InputTokensTotal, s.OutputTokensTotal)
 	return s
 }
 

@@ -100,7 +100,8 @@ func WriteTable(w io.Writer, d *report.Document) {
 	if n := aggregates(d); n > 0 {
 		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
 	}
-	writeEvaluation(w, d) // GPU side per run, manifest (evaluation.go)
+	writeGPU(w, d)      // GPU side per run (gpu.go)
+	writeManifest(w, d) // server version, model revision, settings hash (manifest.go)
 	for _, wmsg := range d.Metadata.Warnings {
 		fmt.Fprintln(w, "WARNING:", wmsg)
 	}

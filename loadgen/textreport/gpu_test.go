@@ -8,7 +8,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-func TestWriteEvaluation(t *testing.T) {
+func TestWriteGPUAndManifest(t *testing.T) {
 	d := &report.Document{
 		Metadata: report.Metadata{Manifest: &report.Manifest{ServerVersion: "0.11.0", SettingsHash: "f00d"}},
 		Runs: []report.Run{
@@ -19,7 +19,8 @@ func TestWriteEvaluation(t *testing.T) {
 		},
 	}
 	var buf bytes.Buffer
-	writeEvaluation(&buf, d)
+	writeGPU(&buf, d)
+	writeManifest(&buf, d)
 	want := `
             run  GPUs  peak VRAM GiB  util %  power W  energy J  out tok/J   J/req
   concurrency=1     2           3.00    42.5    512.5    2100.0      2.000  100.00
@@ -33,7 +34,9 @@ server version 0.11.0, model revision (unknown), settings hash f00d
 	}
 	// Neither GPU side nor manifest: nothing.
 	buf.Reset()
-	writeEvaluation(&buf, &report.Document{Runs: []report.Run{{Name: "r"}}})
+	none := &report.Document{Runs: []report.Run{{Name: "r"}}}
+	writeGPU(&buf, none)
+	writeManifest(&buf, none)
 	if buf.Len() != 0 {
 		t.Errorf("wrote %q", buf.String())
 	}

@@ -1,4 +1,11 @@
-package cost
+// Package bill sums what an evaluation campaign cost, as the provider
+// bills it: the instance time of every report (failed, interrupted and
+// repeated runs included), setup, retries, storage and egress, rounded to
+// the billing increment, divided into a cost per completed sample (Sum,
+// from the billing Terms; the result is a Bill). The cost of one run from
+// its prices is report.CostSettings.RunCost. See docs/cost.md, "Campaign
+// cost".
+package bill
 
 import (
 	"fmt"
@@ -13,10 +20,9 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// Campaign holds the billed items of an evaluation campaign besides the
-// runs its reports record, and how the provider rounds billed time. See
-// docs/cost.md, "Campaign cost".
-type Campaign struct {
+// Terms are the billing terms of a campaign: the billed items besides the
+// runs its reports record, and how the provider rounds billed time.
+type Terms struct {
 	// GPUHourlyUSD and GPUs override the price and GPU count the reports
 	// were run with (their settings.cost); zero keeps the reports' own.
 	GPUHourlyUSD float64
@@ -39,16 +45,12 @@ type Campaign struct {
 	MinimumCharge time.Duration
 }
 
-// Input is one report of the campaign; Name (its file) appears in errors
-// and in the result.
-type Input = report.Named
-
-// CampaignCost is what the campaign cost, as on the invoice: the instance
+// Bill is what the campaign cost, as on the invoice: the instance
 // time of every report (failed, interrupted and repeated runs included),
 // setup and retries, rounded as billed, times the GPU price, plus storage
 // and egress; divided by the samples completed.
-type CampaignCost struct {
-	Reports []ReportTime `json:"reports"`
+type Bill struct {
+	Reports []Line `json:"reports"`
 	// GPUHourlyUSD and GPUs are the price billed; PriceFrom and GPUsFrom
 	// say where each came from: "reports" or "options" (an override).
 	GPUHourlyUSD float64 `json:"gpu_hourly_usd"`
@@ -91,8 +93,8 @@ type CampaignCost struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// ReportTime is one report's share of the campaign.
-type ReportTime struct {
+// Line is one report's share of the campaign: a line of the Bill.
+type Line struct {
 	Name string `json:"name"`
 	// Hours is the report's instance time: from metadata.started to
 	// metadata.finished (the whole command: every level and repeat, their
@@ -110,49 +112,49 @@ type ReportTime struct {
 	GPUs         int     `json:"gpus"`
 }
 
-// Validate checks the campaign's items: no negative or non-finite amount.
-func (c Campaign) Validate() error {
+// Validate checks the terms: no negative or non-finite amount.
+func (t Terms) Validate() error {
 	for _, f := range []struct {
 		name option.Name
 		v    float64
 	}{
-		{"GPUHourlyUSD", c.GPUHourlyUSD}, {"SetupHours", c.SetupHours}, {"RetryHours", c.RetryHours},
-		{"StorageUSD", c.StorageUSD}, {"EgressUSD", c.EgressUSD},
+		{"GPUHourlyUSD", t.GPUHourlyUSD}, {"SetupHours", t.SetupHours}, {"RetryHours", t.RetryHours},
+		{"StorageUSD", t.StorageUSD}, {"EgressUSD", t.EgressUSD},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return option.Errorf("%s must be a non-negative number, got %v", f.name, f.v)
 		}
 	}
-	if c.GPUs < 0 {
-		return option.Errorf("%s must not be negative, got %d", option.Name("GPUs"), c.GPUs)
+	if t.GPUs < 0 {
+		return option.Errorf("%s must not be negative, got %d", option.Name("GPUs"), t.GPUs)
 	}
-	if c.BillingIncrement < 0 {
-		return option.Errorf("%s must not be negative, got %v", option.Name("BillingIncrement"), c.BillingIncrement)
+	if t.BillingIncrement < 0 {
+		return option.Errorf("%s must not be negative, got %v", option.Name("BillingIncrement"), t.BillingIncrement)
 	}
-	if c.MinimumCharge < 0 {
-		return option.Errorf("%s must not be negative, got %v", option.Name("MinimumCharge"), c.MinimumCharge)
+	if t.MinimumCharge < 0 {
+		return option.Errorf("%s must not be negative, got %v", option.Name("MinimumCharge"), t.MinimumCharge)
 	}
 	return nil
 }
 
-// Sum computes the cost of the campaign made of the reports in inputs and
-// the items of c. Every run of every report counts (failed, interrupted
-// and repeated ones too: they were billed); the samples are the completed
-// requests. The reports must agree on the GPU price and count unless c
+// Sum bills the campaign made of the reports in inputs (each Name, its
+// file, appears in errors and in the result) on the terms t.
+// Every run of every report counts (failed, interrupted and repeated ones
+// too: they were billed); the samples are the completed requests. The reports must agree on the GPU price and count unless t
 // overrides them: a campaign is billed for one kind of instance.
-func Sum(c Campaign, inputs []Input) (*CampaignCost, error) {
-	if err := c.Validate(); err != nil {
+func Sum(t Terms, inputs []report.Named) (*Bill, error) {
+	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	if len(inputs) == 0 {
 		return nil, fmt.Errorf("no report given")
 	}
-	out := &CampaignCost{SetupHours: c.SetupHours, RetryHours: c.RetryHours, StorageUSD: c.StorageUSD, EgressUSD: c.EgressUSD,
-		BillingIncrementSeconds: c.BillingIncrement.Seconds(), MinimumChargeSeconds: c.MinimumCharge.Seconds()}
+	out := &Bill{SetupHours: t.SetupHours, RetryHours: t.RetryHours, StorageUSD: t.StorageUSD, EgressUSD: t.EgressUSD,
+		BillingIncrementSeconds: t.BillingIncrement.Seconds(), MinimumChargeSeconds: t.MinimumCharge.Seconds()}
 	runIDs := map[string]string{}
 	overhead := false
 	for _, in := range inputs {
-		rt, err := reportTime(in)
+		rt, err := line(in)
 		if err != nil {
 			return nil, err
 		}
@@ -174,18 +176,18 @@ func Sum(c Campaign, inputs []Input) (*CampaignCost, error) {
 		out.SamplesCompleted += rt.SamplesCompleted
 		out.RequestsFailed += rt.RequestsFailed
 	}
-	if err := price(c, out); err != nil {
+	if err := price(t, out); err != nil {
 		return nil, err
 	}
 	if overhead {
 		out.Notes = append(out.Notes, "the reports' per-run overhead hours (settings.cost.overhead_hours) are not used: the campaign's setup and retry hours replace them")
 	}
 
-	used := out.RunHours + c.SetupHours + c.RetryHours
-	out.BilledHours = billedHours(used, c.BillingIncrement, c.MinimumCharge)
+	used := out.RunHours + t.SetupHours + t.RetryHours
+	out.BilledHours = billedHours(used, t.BillingIncrement, t.MinimumCharge)
 	out.RoundingHours = out.BilledHours - used
 	out.GPUUSD = tidy(out.GPUHourlyUSD * float64(out.GPUs) * out.BilledHours)
-	out.TotalUSD = tidy(out.GPUUSD + c.StorageUSD + c.EgressUSD)
+	out.TotalUSD = tidy(out.GPUUSD + t.StorageUSD + t.EgressUSD)
 	out.RunHours, out.BilledHours, out.RoundingHours = tidy(out.RunHours), tidy(out.BilledHours), tidy(out.RoundingHours)
 	if out.SamplesCompleted > 0 {
 		out.PerSampleUSD = tidy(out.TotalUSD / float64(out.SamplesCompleted))
@@ -196,9 +198,9 @@ func Sum(c Campaign, inputs []Input) (*CampaignCost, error) {
 	return out, nil
 }
 
-// reportTime measures one report: its instance time, runs and samples.
-func reportTime(in Input) (ReportTime, error) {
-	rt := ReportTime{Name: in.Name, Interrupted: in.Doc.Metadata.Interrupted}
+// line measures one report: its instance time, runs and samples.
+func line(in report.Named) (Line, error) {
+	rt := Line{Name: in.Name, Interrupted: in.Doc.Metadata.Interrupted}
 	runSeconds := 0.0
 	first := true
 	for _, r := range in.Doc.Runs {
@@ -233,12 +235,12 @@ func reportTime(in Input) (ReportTime, error) {
 	return rt, nil
 }
 
-// price settles the GPU price and count: the options' when set, otherwise
+// price settles the GPU price and count: the terms' when set, otherwise
 // the reports', which must agree.
-func price(c Campaign, out *CampaignCost) error {
+func price(t Terms, out *Bill) error {
 	out.PriceFrom, out.GPUsFrom = "reports", "reports"
 	first := out.Reports[0]
-	if c.GPUHourlyUSD == 0 {
+	if t.GPUHourlyUSD == 0 {
 		for _, r := range out.Reports[1:] {
 			if r.GPUHourlyUSD != first.GPUHourlyUSD {
 				return option.Errorf("reports %s ($%v/h) and %s ($%v/h) were priced differently: a campaign is billed for one kind of instance; cost each separately or set %s",
@@ -250,9 +252,9 @@ func price(c Campaign, out *CampaignCost) error {
 		}
 		out.GPUHourlyUSD = first.GPUHourlyUSD
 	} else {
-		out.GPUHourlyUSD, out.PriceFrom = c.GPUHourlyUSD, "options"
+		out.GPUHourlyUSD, out.PriceFrom = t.GPUHourlyUSD, "options"
 	}
-	if c.GPUs == 0 {
+	if t.GPUs == 0 {
 		for _, r := range out.Reports[1:] {
 			if r.GPUs != first.GPUs {
 				return option.Errorf("reports %s (%d GPUs) and %s (%d GPUs) were priced for different GPU counts: cost each separately or set %s",
@@ -261,7 +263,7 @@ func price(c Campaign, out *CampaignCost) error {
 		}
 		out.GPUs = max(first.GPUs, 1) // reports without cost settings: one GPU
 	} else {
-		out.GPUs, out.GPUsFrom = c.GPUs, "options"
+		out.GPUs, out.GPUsFrom = t.GPUs, "options"
 	}
 	return nil
 }
@@ -289,7 +291,7 @@ func billedHours(hours float64, increment, minimum time.Duration) float64 {
 }
 
 // WriteText writes the campaign's bill as a table.
-func (cc *CampaignCost) WriteText(w io.Writer) error {
+func (cc *Bill) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "report\truns\thours\tcompleted\tfailed\tpriced at\n")
 	for _, r := range cc.Reports {

@@ -1,4 +1,4 @@
-package gpuinfo
+package exporterpoll
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-// Package gpuinfo polls a gpulens exporter's /metrics during a campaign
+// Package exporterpoll polls a gpulens exporter's /metrics during a campaign
 // and records the GPUs serving the model: their facts (model, driver, CUDA,
 // MIG profile) for the report's metadata (Info), and, per run, a window of
 // samples (Begin … End) summarised as the run's GPU side: peak memory per
 // GPU and summed, mean utilisation and power, and the energy the GPUs used
 // (the increase of their energy counters over the window).
-package gpuinfo
+package exporterpoll
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package cost
+package bill
 
 import (
 	"bytes"
@@ -40,14 +40,14 @@ func TestCampaignWorkedExample(t *testing.T) {
 	b := doc("b", 2*time.Hour, 0.60, 1, []int{5500, 500}, []int{0, 100})
 	for _, tc := range []struct {
 		name                        string
-		c                           Campaign
+		c                           Terms
 		billed, total, per1k, perSm float64
 	}{
-		{"runs only", Campaign{BillingIncrement: time.Second}, 4, 2.40, 0.20, 0.0002},
-		{"with setup and retries", Campaign{SetupHours: 1.5, RetryHours: 0.5, BillingIncrement: time.Second}, 6, 3.60, 0.30, 0.0003},
+		{"runs only", Terms{BillingIncrement: time.Second}, 4, 2.40, 0.20, 0.0002},
+		{"with setup and retries", Terms{SetupHours: 1.5, RetryHours: 0.5, BillingIncrement: time.Second}, 6, 3.60, 0.30, 0.0003},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
+			cc, err := Sum(tc.c, []report.Named{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,22 +73,22 @@ func TestCampaignBilling(t *testing.T) {
 	d := doc("x", 4220*time.Second, 3, 2, []int{1000}, []int{0})
 	for _, tc := range []struct {
 		name          string
-		c             Campaign
+		c             Terms
 		billed, total float64
 		priceFrom     string
 	}{
-		{"exact", Campaign{}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
-		{"per second: already whole", Campaign{BillingIncrement: time.Second}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
-		{"per minute: 71 min", Campaign{BillingIncrement: time.Minute}, 71.0 / 60, 6 * 71.0 / 60, "reports"},
-		{"per hour: 2 h", Campaign{BillingIncrement: time.Hour}, 2, 12, "reports"},
-		{"per hour with 20 s setup: still 2 h", Campaign{BillingIncrement: time.Hour, SetupHours: 20.0 / 3600}, 2, 12, "reports"},
-		{"minimum 3 h", Campaign{BillingIncrement: time.Minute, MinimumCharge: 3 * time.Hour}, 3, 18, "reports"},
-		{"storage and egress", Campaign{BillingIncrement: time.Hour, StorageUSD: 1.25, EgressUSD: 0.75}, 2, 14, "reports"},
-		{"price override", Campaign{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5}, 2, 2, "options"},
-		{"price and GPU override", Campaign{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5, GPUs: 8}, 2, 8, "options"},
+		{"exact", Terms{}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
+		{"per second: already whole", Terms{BillingIncrement: time.Second}, 4220.0 / 3600, 6 * 4220.0 / 3600, "reports"},
+		{"per minute: 71 min", Terms{BillingIncrement: time.Minute}, 71.0 / 60, 6 * 71.0 / 60, "reports"},
+		{"per hour: 2 h", Terms{BillingIncrement: time.Hour}, 2, 12, "reports"},
+		{"per hour with 20 s setup: still 2 h", Terms{BillingIncrement: time.Hour, SetupHours: 20.0 / 3600}, 2, 12, "reports"},
+		{"minimum 3 h", Terms{BillingIncrement: time.Minute, MinimumCharge: 3 * time.Hour}, 3, 18, "reports"},
+		{"storage and egress", Terms{BillingIncrement: time.Hour, StorageUSD: 1.25, EgressUSD: 0.75}, 2, 14, "reports"},
+		{"price override", Terms{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5}, 2, 2, "options"},
+		{"price and GPU override", Terms{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5, GPUs: 8}, 2, 8, "options"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []Input{{Name: "x.json", Doc: d}})
+			cc, err := Sum(tc.c, []report.Named{{Name: "x.json", Doc: d}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestCampaignHoursFromRuns(t *testing.T) {
 	d := doc("", 0, 1, 1, []int{100, 300}, []int{5, 0})
 	d.Runs = append(d.Runs, report.Run{Name: "c=1 (mean of 2)", Level: 1, Aggregate: true,
 		Settings: d.Runs[0].Settings, Summary: report.Summary{RequestsCompleted: 400, DurationSeconds: 1740}})
-	cc, err := Sum(Campaign{}, []Input{{Name: "r.json", Doc: d}})
+	cc, err := Sum(Terms{}, []report.Named{{Name: "r.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCampaignNotes(t *testing.T) {
 	d := doc("n", time.Hour, 2, 1, []int{0}, []int{10})
 	d.Metadata.Interrupted = true
 	d.Runs[0].Settings.Cost.OverheadHours = 1
-	cc, err := Sum(Campaign{}, []Input{{Name: "n.json", Doc: d}})
+	cc, err := Sum(Terms{}, []report.Named{{Name: "n.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,26 +145,26 @@ func TestCampaignErrors(t *testing.T) {
 	ok := doc("ok", time.Hour, 1, 1, []int{10}, []int{0})
 	for _, tc := range []struct {
 		name   string
-		c      Campaign
-		inputs []Input
+		c      Terms
+		inputs []report.Named
 		want   string
 	}{
-		{"negative setup", Campaign{SetupHours: -1}, []Input{{Name: "ok.json", Doc: ok}}, "SetupHours must be a non-negative number, got -1"},
-		{"negative retries", Campaign{RetryHours: -0.5}, []Input{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
-		{"NaN storage", Campaign{StorageUSD: math.NaN()}, []Input{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
-		{"infinite egress", Campaign{EgressUSD: math.Inf(1)}, []Input{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
-		{"negative price", Campaign{GPUHourlyUSD: -2}, []Input{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD must be a non-negative number"},
-		{"negative GPUs", Campaign{GPUs: -1}, []Input{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
-		{"negative increment", Campaign{BillingIncrement: -time.Second}, []Input{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
-		{"negative minimum", Campaign{MinimumCharge: -time.Second}, []Input{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},
-		{"no reports", Campaign{}, nil, "no report given"},
-		{"no runs", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "empty.json", Doc: &report.Document{}}}, "report empty.json has no runs"},
-		{"only an aggregate", Campaign{}, []Input{{Name: "agg.json", Doc: &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
-		{"same run twice", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "copy.json", Doc: ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
-		{"no price", Campaign{}, []Input{{Name: "free.json", Doc: doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
-		{"prices differ", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
-		{"GPU counts differ", Campaign{}, []Input{{Name: "ok.json", Doc: ok}, {Name: "eight.json", Doc: doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
-		{"bad duration", Campaign{}, []Input{{Name: "nan.json", Doc: func() *report.Document {
+		{"negative setup", Terms{SetupHours: -1}, []report.Named{{Name: "ok.json", Doc: ok}}, "SetupHours must be a non-negative number, got -1"},
+		{"negative retries", Terms{RetryHours: -0.5}, []report.Named{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
+		{"NaN storage", Terms{StorageUSD: math.NaN()}, []report.Named{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
+		{"infinite egress", Terms{EgressUSD: math.Inf(1)}, []report.Named{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
+		{"negative price", Terms{GPUHourlyUSD: -2}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD must be a non-negative number"},
+		{"negative GPUs", Terms{GPUs: -1}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
+		{"negative increment", Terms{BillingIncrement: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
+		{"negative minimum", Terms{MinimumCharge: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},
+		{"no reports", Terms{}, nil, "no report given"},
+		{"no runs", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "empty.json", Doc: &report.Document{}}}, "report empty.json has no runs"},
+		{"only an aggregate", Terms{}, []report.Named{{Name: "agg.json", Doc: &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
+		{"same run twice", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "copy.json", Doc: ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
+		{"no price", Terms{}, []report.Named{{Name: "free.json", Doc: doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
+		{"prices differ", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
+		{"GPU counts differ", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "eight.json", Doc: doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
+		{"bad duration", Terms{}, []report.Named{{Name: "nan.json", Doc: func() *report.Document {
 			d := doc("nan", time.Hour, 1, 1, []int{1}, []int{0})
 			d.Runs[0].Summary.DurationSeconds = -3
 			return d
@@ -178,14 +178,14 @@ func TestCampaignErrors(t *testing.T) {
 		})
 	}
 	// Differing prices are fine when the options override them.
-	if _, err := Sum(Campaign{GPUHourlyUSD: 2, GPUs: 1}, []Input{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
+	if _, err := Sum(Terms{GPUHourlyUSD: 2, GPUs: 1}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
 		t.Errorf("override: %v", err)
 	}
 }
 
 func TestCampaignTextAndJSON(t *testing.T) {
 	d := doc("w", 4*time.Hour, 0.60, 1, []int{12000}, []int{0})
-	cc, err := Sum(Campaign{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []Input{{Name: "w.json", Doc: d}})
+	cc, err := Sum(Terms{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []report.Named{{Name: "w.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
