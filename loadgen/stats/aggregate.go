@@ -22,7 +22,7 @@ func Aggregate(reps []report.Run) report.Run {
 			}
 			var vals []float64
 			for i := range reps {
-				if v, ok := f.Read(&reps[i]); ok {
+				if v, ok := f.Measured(&reps[i]); ok {
 					vals = append(vals, v)
 				}
 			}
@@ -67,10 +67,15 @@ func Aggregate(reps []report.Run) report.Run {
 		m := meanDist(have)
 		*d.dst = &m
 	}
+	// Every distribution: the mean over the repeats in which it has
+	// values; a repeat whose requests all failed has no TTFT, not a TTFT
+	// of zero that would pull the mean down.
 	for _, d := range dists {
-		ds := make([]*report.Dist, len(reps))
+		var ds []*report.Dist
 		for i := range reps {
-			ds[i] = d.get(&reps[i].Summary)
+			if v := d.get(&reps[i].Summary); v.Count > 0 {
+				ds = append(ds, v)
+			}
 		}
 		*d.dst = meanDist(ds)
 	}

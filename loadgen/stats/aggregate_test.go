@@ -10,7 +10,7 @@ import (
 
 func rep(i int, tps, ttftP99, ttftMax float64, errs map[string]int) report.Run {
 	return report.Run{Name: "rate=5 repeat=" + string(rune('0'+i)), Level: 5, Repeat: i,
-		Settings: report.Settings{Mode: "open", Rate: 5},
+		Settings: report.Settings{Mode: "open", Rate: 5, Cost: report.CostSettings{GPUHourlyUSD: 2}},
 		Summary: report.Summary{
 			RequestsCompleted: 10 * i, RequestsFailed: i - 1, Errors: errs, OutputTokensTotal: int64(100 * i),
 			OutputTokensPerSecond: tps, TTFT: report.Dist{Count: 10 * i, P50: ttftP99 / 2, P99: ttftP99, Max: ttftMax},
@@ -58,8 +58,24 @@ func TestAggregate(t *testing.T) {
 	// TTFT p99 0.1, 0.2, 0.3: stddev 0.1, half width 4.303 × 0.1 / √3.
 	st = s.Stats["ttft_seconds.p99"]
 	near("ttft p99 ci high", st.CI95High, 0.2+0.248433820832296)
-	if _, ok := s.Stats["cost.per_1k_requests_usd"]; !ok || len(s.Stats) != len(report.SummaryFigures) {
-		t.Errorf("stats has %d metrics, want %d", len(s.Stats), len(report.SummaryFigures))
+	// A figure has an interval when some repeat measured it: the cost (the
+	// runs have a price), TTFT; not ITL, which no repeat has.
+	for key, want := range map[string]bool{"cost.per_1k_requests_usd": true, "ttft_seconds.p99": true,
+		"output_tokens_per_second": true, "itl_seconds.p99": false, "e2e_seconds.p50": false} {
+		if _, ok := s.Stats[key]; ok != want {
+			t.Errorf("Stats[%q] present %v, want %v", key, ok, want)
+		}
+	}
+	for _, f := range report.SummaryFigures {
+		measured := false
+		for i := range reps {
+			if _, ok := f.Measured(&reps[i]); ok {
+				measured = true
+			}
+		}
+		if _, ok := s.Stats[f.Key]; ok != measured {
+			t.Errorf("Stats[%q] present %v, measured in some repeat %v", f.Key, ok, measured)
+		}
 	}
 
 	// Two repeats (10, 12): t = 12.706, stddev √2, half width 12.706 × √2 / √2.
@@ -165,5 +181,32 @@ func TestAggregateTurns(t *testing.T) {
 				check("turn "+string(rune('1'+i))+" TTFT", got.ByTurn[i], tc.want.ByTurn[i])
 			}
 		})
+	}
+}
+
+// TestAggregateLeavesOutEmptyDistributions: a repeat whose requests all
+// failed has no TTFT; the aggregate's TTFT is the mean of the repeats that
+// have one (as its confidence interval in Stats already was), not pulled
+// towards zero.
+func TestAggregateLeavesOutEmptyDistributions(t *testing.T) {
+	failed := rep(2, 0, 0, 0, map[string]int{report.ErrTimeout: 20})
+	failed.Summary.RequestsCompleted, failed.Summary.TTFT = 0, report.Dist{}
+	reps := []report.Run{rep(1, 10, 0.1, 0.15, map[string]int{}), failed, rep(3, 14, 0.3, 0.35, map[string]int{})}
+	s := Aggregate(reps).Summary
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"TTFT p99", s.TTFT.P99, 0.2},
+		{"TTFT p50", s.TTFT.P50, 0.1},
+		{"TTFT max", s.TTFT.Max, 0.35},
+		{"TTFT count", float64(s.TTFT.Count), 40},
+		{"Stats ttft p99 mean", s.Stats["ttft_seconds.p99"].Mean, 0.2},
+		{"ITL count (no repeat has one)", float64(s.ITL.Count), 0},
+		{"ITL p99 (no repeat has one)", s.ITL.P99, 0},
+	} {
+		if math.Abs(c.got-c.want) > 1e-12 {
+			t.Errorf("%s = %.15g, want %.15g", c.name, c.got, c.want)
+		}
 	}
 }

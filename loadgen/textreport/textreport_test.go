@@ -14,7 +14,7 @@ import (
 
 func rep(i int, tps, ttftP99, ttftMax float64, errs map[string]int) report.Run {
 	return report.Run{Name: "rate=5 repeat=" + string(rune('0'+i)), Level: 5, Repeat: i,
-		Settings: report.Settings{Mode: "open", Rate: 5},
+		Settings: report.Settings{Mode: "open", Rate: 5, Cost: report.CostSettings{GPUHourlyUSD: 2}},
 		Summary: report.Summary{
 			RequestsCompleted: 10 * i, RequestsFailed: i - 1, Errors: errs, OutputTokensTotal: int64(100 * i),
 			OutputTokensPerSecond: tps, TTFT: report.Dist{Count: 10 * i, P50: ttftP99 / 2, P99: ttftP99, Max: ttftMax},
