@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make test: runs the make targets of SERIAL one after another (what
+# compiles: two go commands building the same package at once would each
+# compile it), then those of PARTS side by side, each with its output in
+# .scratch/test/PART.log. Prints a line per part as it ends (wall and CPU
+# time), a failing part's log in full, and a last line naming every part
+# that failed. A failure in SERIAL stops there (the parts need its builds);
+# every part of PARTS runs to its end. Exit status 1 when anything failed.
+# The parts run with BUILT=1 (the Makefile's targets then do not rebuild
+# bin/ under each other's feet). Ctrl-C or SIGTERM stops every part.
+# Usage: test.sh "SERIAL TARGETS" "PARTS"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+MAKE=${MAKE:-make}
+read -r -a serial <<<"${1:-}"
+read -r -a parts <<<"${2:-}"
+logs=.scratch/test
+rm -rf "$logs"
+mkdir -p "$logs"
+t0=$SECONDS
+
+# result NAME STATUS: the line for a part that ended; its log when it failed.
+result() {
+	local name=$1 status=$2 wall=? user=? sys=? cpu=?
+	[ -s "$logs/$name.time" ] && read -r wall user sys <"$logs/$name.time"
+	[ "$user" != ? ] && cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.0f", u + s }')
+	if [ "$status" -eq 0 ]; then
+		printf 'ok    %-22s %4s s wall %5s s CPU\n' "$name" "${wall%.*}" "$cpu"
+	else
+		printf -- '--- %s failed (exit %s); its log (%s):\n' "$name" "$status" "$logs/$name.log"
+		cat "$logs/$name.log"
+		printf 'FAIL  %-22s %4s s wall %5s s CPU\n' "$name" "${wall%.*}" "$cpu"
+	fi
+}
+
+# part NAME [MAKE ARGS...]: make NAME, timed (bash's time counts the CPU of
+# every process it waited for), output into its log.
+part() {
+	local name=$1
+	shift
+	(
+		TIMEFORMAT='%R %U %S'
+		{ time "$MAKE" --no-print-directory "$@" "$name" >"$logs/$name.log" 2>&1; } 2>"$logs/$name.time"
+	)
+}
+
+for name in "${serial[@]}"; do
+	part "$name"
+	status=$?
+	result "$name" "$status"
+	if [ "$status" -ne 0 ]; then
+		echo "make test: FAIL in $name (the checks after it did not run; log: $logs/$name.log)"
+		exit 1
+	fi
+done
+
+declare -A running=()
+stop_parts() {
+	trap - INT TERM
+	echo "make test: interrupted; stopping ${running[*]}" >&2
+	local pid
+	for pid in "${!running[@]}"; do kill_tree "$pid"; done
+	wait
+	exit 130
+}
+# kill_tree PID: SIGTERM to PID and every process under it, children first
+# signalled before their parent can exit and orphan them.
+kill_tree() {
+	local child
+	kill -STOP "$1" 2>/dev/null
+	for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+	kill -TERM "$1" 2>/dev/null
+	kill -CONT "$1" 2>/dev/null
+}
+trap stop_parts INT TERM
+
+echo "make test: running side by side: ${parts[*]} (logs in $logs/)"
+for name in "${parts[@]}"; do
+	part "$name" BUILT=1 &
+	running[$!]=$name
+done
+failed=()
+while [ ${#running[@]} -gt 0 ]; do
+	wait -n -p pid
+	status=$?
+	[ -n "${pid:-}" ] || continue
+	name=${running[$pid]}
+	unset "running[$pid]"
+	result "$name" "$status"
+	[ "$status" -eq 0 ] || failed+=("$name")
+done
+trap - INT TERM
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "make test: FAIL: ${failed[*]} ($((SECONDS - t0)) s; logs above and in $logs/)"
+	exit 1
+fi
+echo "make test: PASS, $((${#serial[@]} + ${#parts[@]})) parts in $((SECONDS - t0)) s"
