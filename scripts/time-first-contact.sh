@@ -4,7 +4,7 @@
 # cache GOCACHE_DIR (empty: a cold start),
 #   1. `make demo` until it prints that the demo is running, then Ctrl-C
 #      (SIGINT to its process group, as a terminal sends it): the demo must
-#      exit 0;
+#      say only that it stopped;
 #   2. `make test`.
 # Prints each phase's wall time and CPU time (user + system of every process
 # it waited for, from bash's time), the 1-minute load average before and
@@ -95,13 +95,18 @@ while [ -z "$ready" ]; do
 done
 demo_pid=$(cat "$out/demo.pid")
 stop_demo
-demo_rc=0
-wait "$runner" || demo_rc=$?
+make_rc=0
+wait "$runner" || make_rc=$?
 demo_pid=
 read -r _ du ds <"$out/demo.time"
-echo "make demo: running after ${ready} s wall, $(cpu "$du" "$ds") s CPU (load ${load0} -> $(load)); Ctrl-C: exit $demo_rc, last line: $(tail -n1 "$log")"
-if [ "$demo_rc" != 0 ]; then
-	echo "time-first-contact: make demo exited $demo_rc on SIGINT (want 0); timing make test anyway. The demo's log:" >&2
+echo "make demo: running after ${ready} s wall, $(cpu "$du" "$ds") s CPU (load ${load0} -> $(load)); Ctrl-C: make exit $make_rc, last line: $(tail -n1 "$log")"
+# GNU make re-raises a SIGINT it got once its recipe ended (make demo exits
+# 130 whatever the script did); the demo stopped cleanly when its script
+# said only that it stopped.
+demo_rc=0
+if ! tail -n1 "$log" | grep -q '^gpulens demo stopped (logs: ' || grep -q 'a demo process .* exited\|stopped after an error' "$log"; then
+	demo_rc=1
+	echo "time-first-contact: make demo did not stop cleanly on Ctrl-C; timing make test anyway. The end of its log:" >&2
 	tail -n 20 "$log" >&2
 fi
 
