@@ -70,23 +70,25 @@ BUILD_FIRST := $(if $(BUILT),,build)
 # libraries (the PromQL engine, rulefmt, teststorage) and gpulens code on the
 # test's goroutine (gpusim on a fake clock, collector descriptions, the
 # dashboard builders, promcheck's parser), code whose concurrency the race
-# run above tests in its own packages. -race there found nothing ours to
-# check, but it cost: it compiles a second, instrumented copy of the ~700
-# packages only these tests import (Prometheus's engine and storage,
-# Kubernetes' API types, compose-go, helm's chart code), and runs the
-# PromQL engine 5-10 times slower (dashboards: 51 s with -race, 6 s
-# without). docs/benchmarks.md#test-loop has the numbers.
+# run above tests in its own packages. So -race there would watch only
+# the tests' own goroutine and libraries we do not own, at a price: a second,
+# instrumented compile of the ~690 packages only these tests import
+# (Prometheus's engine and storage, Kubernetes' API types, compose-go,
+# helm's chart code), and the PromQL engine several times slower
+# (dashboards: 51 s with -race, 6 s without). docs/benchmarks.md#test-loop
+# has the numbers. A package whose tests start gpulens code on goroutines
+# of their own belongs in unit-race.
 #
 # Both scrape the built binaries (GPULENS_BIN) instead of building their
 # own. The HTML report is checked in headless Chromium (Debian's package,
 # installed when missing).
 RACE_FREE := ./alerts/... ./dashboards/... ./deploy/...
-RACE_FREE_RE := ^github.com/gpulens/gpulens/(alerts|dashboards|deploy)(/|$$)
 unit: unit-race unit-norace
 
+# Every package of the module but those of RACE_FREE.
 unit-race: $(BUILD_FIRST) ensure-chromium
 	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) \
-		$$($(GO) list ./... | grep -Ev '$(RACE_FREE_RE)')
+		$$($(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_FREE)))
 
 unit-norace: $(BUILD_FIRST)
 	GPULENS_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout=$(TEST_TIMEOUT) $(RACE_FREE)
@@ -135,9 +137,12 @@ generate:
 # clock, so running them together fills the two cores instead of leaving
 # one idle. TEST_PARTS selects the second phase's parts.
 TEST_SERIAL := build ensure-chromium tools-cache vet check-mod
+# TEST_NICE run at nice 10: CPU-bound, no clock to keep, they yield to the
+# tests that run Prometheus against simulated exporters in real time.
 TEST_PARTS ?= unit-norace unit-race check-rules check-metrics real-gpu-validate-sim check-ptx
+TEST_NICE ?= check-rules check-ptx
 test:
-	@bash scripts/test.sh "$(TEST_SERIAL)" "$(TEST_PARTS)"
+	@bash scripts/test.sh "$(TEST_SERIAL)" "$(TEST_PARTS)" "$(TEST_NICE)"
 
 # Builds the pinned promtool and helm into the Go build cache (where go tool
 # -modfile=tools/go.mod runs them from) without running them.

@@ -7,14 +7,19 @@
 # that failed. A failure in SERIAL stops there (the parts need its builds);
 # every part of PARTS runs to its end. Exit status 1 when anything failed.
 # The parts run with BUILT=1 (the Makefile's targets then do not rebuild
-# bin/ under each other's feet). Ctrl-C or SIGTERM stops every part.
-# Usage: test.sh "SERIAL TARGETS" "PARTS"
+# bin/ under each other's feet). The parts of NICE run at a lower CPU
+# priority (nice 10): CPU-bound work that waits on no clock yields to the
+# tests that run Prometheus against simulated exporters in real time (a
+# stalled scrape loop makes TestScenarioAlerts run a scenario again).
+# Ctrl-C or SIGTERM stops every part.
+# Usage: test.sh "SERIAL TARGETS" "PARTS" ["NICE"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 MAKE=${MAKE:-make}
 read -r -a serial <<<"${1:-}"
 read -r -a parts <<<"${2:-}"
+nice_parts=" ${3:-} "
 logs=.scratch/test
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -35,13 +40,15 @@ result() {
 }
 
 # part NAME [MAKE ARGS...]: make NAME, timed (bash's time counts the CPU of
-# every process it waited for), output into its log.
+# every process it waited for), output into its log; at nice 10 when NAME
+# is one of NICE.
 part() {
-	local name=$1
+	local name=$1 nice=()
 	shift
+	[[ $nice_parts == *" $name "* ]] && nice=(nice -n 10)
 	(
 		TIMEFORMAT='%R %U %S'
-		{ time "$MAKE" --no-print-directory "$@" "$name" >"$logs/$name.log" 2>&1; } 2>"$logs/$name.time"
+		{ time "${nice[@]}" "$MAKE" --no-print-directory "$@" "$name" >"$logs/$name.log" 2>&1; } 2>"$logs/$name.time"
 	)
 }
 
