@@ -15,6 +15,10 @@
 # Usage: test.sh "SERIAL TARGETS" "PARTS" ["NICE"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+	echo "make test: needs bash 5.1 or later (wait -n -p), this is $BASH_VERSION" >&2
+	exit 2
+fi
 
 MAKE=${MAKE:-make}
 read -r -a serial <<<"${1:-}"
