@@ -56,16 +56,9 @@ part() {
 	)
 }
 
-for name in "${serial[@]}"; do
-	part "$name"
-	status=$?
-	result "$name" "$status"
-	if [ "$status" -ne 0 ]; then
-		echo "make test: FAIL in $name (the checks after it did not run; log: $logs/$name.log)"
-		exit 1
-	fi
-done
-
+# A terminal's Ctrl-C reaches every process of the group (the parts too);
+# SIGTERM may reach this shell alone. Either way every part still running
+# is stopped, and make test says so and exits 130.
 declare -A running=()
 stop_parts() {
 	trap - INT TERM
@@ -75,8 +68,9 @@ stop_parts() {
 	wait
 	exit 130
 }
-# kill_tree PID: SIGTERM to PID and every process under it, children first
-# signalled before their parent can exit and orphan them.
+# kill_tree PID: SIGTERM to PID and every process under it (each stopped
+# first, so that none exits and orphans its children before they are
+# signalled).
 kill_tree() {
 	local child
 	kill -STOP "$1" 2>/dev/null
@@ -85,6 +79,21 @@ kill_tree() {
 	kill -CONT "$1" 2>/dev/null
 }
 trap stop_parts INT TERM
+
+# The serial targets, each in the background so that a signal stops it at
+# once (bash runs a trap only once a foreground command has ended).
+for name in "${serial[@]}"; do
+	part "$name" &
+	running[$!]=$name
+	wait "$!"
+	status=$?
+	running=()
+	result "$name" "$status"
+	if [ "$status" -ne 0 ]; then
+		echo "make test: FAIL in $name (the checks after it did not run; log: $logs/$name.log)"
+		exit 1
+	fi
+done
 
 echo "make test: running side by side: ${parts[*]} (logs in $logs/)"
 for name in "${parts[@]}"; do
