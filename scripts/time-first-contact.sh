@@ -70,13 +70,20 @@ trap 'stop_demo; [ $cleanup = 1 ] && rm -rf "$(dirname "$clone")"' EXIT
 log=$out/demo.log
 load0=$(load)
 t0=$SECONDS
+# Job control on for this one job: it gets a process group of its own (as a
+# terminal's foreground job) and SIGINT is not ignored in it (bash ignores
+# SIGINT in background jobs without job control, and a program cannot undo
+# that). The subshell outlives the SIGINT (a handler, reset to the default in
+# what it starts) to write the time.
+set -m
 (
+	trap : INT
 	TIMEFORMAT='%R %U %S'
-	# Its own process group, so that SIGINT reaches make and all it started,
-	# as Ctrl-C in a terminal would.
-	{ time setsid bash -c 'echo $$ >'"$out"'/demo.pid; exec make demo' >"$log" 2>&1; } 2>"$out/demo.time"
+	{ time make demo >"$log" 2>&1; } 2>"$out/demo.time"
 ) &
 runner=$!
+demo_pid=$runner # its process group
+set +m
 ready=
 while [ -z "$ready" ]; do
 	if grep -q '^gpulens demo is running' "$log" 2>/dev/null; then
@@ -93,7 +100,6 @@ while [ -z "$ready" ]; do
 		sleep 1
 	fi
 done
-demo_pid=$(cat "$out/demo.pid")
 stop_demo
 make_rc=0
 wait "$runner" || make_rc=$?
