@@ -32,7 +32,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build tools test check vet unit ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
+.PHONY: all build tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
 
 all: build
 
@@ -51,12 +51,55 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-# The alerts tests scrape the built binaries (GPULENS_BIN) instead of
-# building their own.
-# The HTML report is checked in headless Chromium (Debian's package,
+# Targets that run bin/ build it first, except when make test starts them
+# side by side after building once (scripts/test.sh passes BUILT=1: two
+# go builds writing bin/ while a test runs it would race).
+BUILD_FIRST := $(if $(BUILT),,build)
+
+# Every package's tests, in two go test runs (`make unit` runs both):
+#
+# unit-race: with the race detector, every package whose tests run gpulens
+# code on more than one goroutine in the test process (the exporter's
+# sampler, the load generator, the simulated fleet and server, the probe,
+# testenv).
+#
+# unit-norace: the packages of RACE_FREE, without it. Their tests check the
+# rules, dashboards and deploy files: they run our programs as separate
+# processes (bin/, built without -race, as users run them), the pinned
+# Prometheus, promtool and helm, and in-process only Prometheus's own
+# libraries (the PromQL engine, rulefmt, teststorage) and gpulens code on the
+# test's goroutine (gpusim on a fake clock, collector descriptions, the
+# dashboard builders, promcheck's parser), code whose concurrency the race
+# run above tests in its own packages. So -race there would watch only
+# the tests' own goroutine and libraries we do not own, at a price: a second,
+# instrumented compile of the ~690 packages only these tests import
+# (Prometheus's engine and storage, Kubernetes' API types, compose-go,
+# helm's chart code), and the PromQL engine several times slower
+# (dashboards: 51 s with -race, 6 s without). docs/benchmarks.md#test-loop
+# has the numbers. A package whose tests start gpulens code on goroutines
+# of their own belongs in unit-race.
+#
+# Both scrape the built binaries (GPULENS_BIN) instead of building their
+# own. The HTML report is checked in headless Chromium (Debian's package,
 # installed when missing).
-unit: build ensure-chromium
-	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) ./...
+RACE_FREE := ./alerts/... ./dashboards/... ./deploy/...
+# A shell command listing every package of the module but those of RACE_FREE.
+RACE_PKGS = $(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_FREE))
+unit: unit-race unit-norace
+
+unit-race: $(BUILD_FIRST) ensure-chromium
+	GPULENS_BIN=$(abspath $(BIN)) GPULENS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) $$($(RACE_PKGS))
+
+# Compiles with -race every package unit-race's tests import (no test binary,
+# no program: nothing to link), so that make test's parts start with it
+# compiled: from a cold cache that is minutes of both cores, which would
+# otherwise compete with the tests running Prometheus in real time.
+race-deps:
+	@$(GO) build -race $$($(GO) list -deps -test -f '{{if ne .Name "main"}}{{.ImportPath}}{{end}}' $$($(RACE_PKGS)) | \
+		grep -v -e ' \[' -e '\.test$$')
+
+unit-norace: $(BUILD_FIRST)
+	GPULENS_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout=$(TEST_TIMEOUT) $(RACE_FREE)
 
 # The inner loop: gofmt and vet, then every test that needs no real
 # Prometheus, promtool, Chromium or build of a tool (-short skips those).
@@ -74,7 +117,7 @@ check-mod:
 	@bash scripts/check-mod.sh
 
 # Lints a live scrape of the simulated exporter with the pinned promtool.
-check-metrics: build
+check-metrics: $(BUILD_FIRST)
 	@bash scripts/check-metrics.sh $(BIN)
 
 # promtool check rules + promtool test rules on alerts/, the tests
@@ -93,7 +136,27 @@ dashboards:
 generate:
 	$(GO) run ./deploy/gen
 
-test: vet check-mod unit check-metrics check-rules check-ptx real-gpu-validate-sim
+# Every check, in two phases (scripts/test.sh): first, one at a time, what
+# compiles (build, the pinned promtool and helm into the build cache, vet,
+# race-deps: two go commands compiling the same package at once would each
+# compile it) and check-mod; then the rest side by side, each into its own log under
+# .scratch/test/, reported as each ends (a failing part's log in full) and
+# named again in the last line. Most of them wait on processes and wall
+# clock, so running them together fills the two cores instead of leaving
+# one idle. TEST_PARTS selects the second phase's parts.
+TEST_SERIAL := build ensure-chromium tools-cache vet race-deps check-mod
+# TEST_NICE run at nice 10: CPU-bound, no clock to keep, they yield to the
+# tests that run Prometheus against simulated exporters in real time.
+TEST_PARTS ?= unit-norace unit-race check-rules check-metrics real-gpu-validate-sim check-ptx
+TEST_NICE ?= check-rules check-ptx
+test:
+	@bash scripts/test.sh "$(TEST_SERIAL)" "$(TEST_PARTS)" "$(TEST_NICE)"
+
+# Builds the pinned promtool and helm into the Go build cache (where go tool
+# -modfile=tools/go.mod runs them from) without running them.
+tools-cache:
+	@$(GO) tool -modfile=$(TOOLS_MODFILE) -n promtool >/dev/null
+	@$(GO) tool -modfile=$(TOOLS_MODFILE) -n helm >/dev/null
 
 demo: build
 	@bash scripts/demo.sh $(BIN)
@@ -114,7 +177,7 @@ real-gpu-validate:
 
 # The same experiment on the simulated fleet (scenario validate), phases
 # compressed to 13 s, every expected value asserted; part of make test.
-real-gpu-validate-sim: build
+real-gpu-validate-sim: $(BUILD_FIRST)
 	@GPULENS_BIN=$(abspath $(BIN)) VALIDATE_OUT=$(abspath $(SCRATCH))/real-gpu-validate-sim bash scripts/real-gpu-validate.sh --sim
 
 # Assembles the probe's PTX kernels with NVIDIA's ptxas (sm_70/80/90) and

@@ -1015,7 +1015,7 @@ func httpOK(ctx context.Context, u string) bool {
 // scenarioFile is a built-in scenario's YAML.
 func scenarioFile(t *testing.T, name string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "internal", "gpusim", "scenarios", name+".yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "internal", "sim", "gpusim", "scenarios", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

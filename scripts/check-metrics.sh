@@ -10,26 +10,34 @@ bin=${1:-bin}
 work=$(mktemp -d)
 trap 'stop_all; rm -rf "$work"' EXIT
 
-# The pinned promtool, from the tools module (tools/go.mod); built once here
-# (slow when the cache is cold).
-promtool=(go tool -modfile=tools/go.mod promtool)
-go tool -modfile=tools/go.mod -n promtool >/dev/null
+# The pinned promtool, from the tools module (tools/go.mod), built once
+# (slow when the cache is cold) and run by path: `go tool` would spend about
+# a second of CPU per run checking that it is up to date.
+promtool=$(go tool -modfile=tools/go.mod -n promtool)
 
-scrape_scenario() { # scenario -> $work/<scenario>.prom
-	local sc=$1 log="$work/$1.log" addr
-	start_bg "$log" "$bin/gpulens-exporter" --sim.scenario="$sc" --web.listen-address=127.0.0.1:0 --sampler.interval=200ms \
+# The built-in scenarios (the --help text wraps their list: read the files).
+scenarios=$(cd internal/sim/gpusim/scenarios && ls *.yaml | sed 's/\.yaml$//')
+
+# Every scenario's exporter at once (each on its own port), a few sampler
+# cycles and the probe's first run (at start) later scraped, then stopped:
+# the same scrapes as one after another, in the time of one.
+declare -A addr=()
+for sc in $scenarios; do
+	start_bg "$work/$sc.log" "$bin/gpulens-exporter" --sim.scenario="$sc" --web.listen-address=127.0.0.1:0 --sampler.interval=200ms \
 		--collector.probe --collector.probe.interval=1m
-	addr=$(listen_addr "$log")
-	sleep 1.5 # a few sampler cycles and the probe's first run (at start)
-	curl -fsS "http://$addr/metrics" >"$work/$sc.prom"
-	stop_all
-}
+done
+for sc in $scenarios; do
+	addr[$sc]=$(listen_addr "$work/$sc.log")
+done
+sleep 1.5 # from the last one listening: a few sampler cycles, the probe's first run
+for sc in $scenarios; do
+	curl -fsS "http://${addr[$sc]}/metrics" >"$work/$sc.prom"
+done
+stop_all
 
 status=0
-# The built-in scenarios (the --help text wraps their list: read the files).
-for sc in $(cd internal/sim/gpusim/scenarios && ls *.yaml | sed 's/\.yaml$//'); do
-	scrape_scenario "$sc"
-	if out=$("${promtool[@]}" check metrics <"$work/$sc.prom" 2>&1) && [ -z "$out" ]; then
+for sc in $scenarios; do
+	if out=$("$promtool" check metrics <"$work/$sc.prom" 2>&1) && [ -z "$out" ]; then
 		echo "promtool check metrics: scenario $sc clean ($(grep -vc '^#' "$work/$sc.prom") samples)"
 	else
 		echo "promtool check metrics: scenario $sc has problems:"
