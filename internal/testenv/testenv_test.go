@@ -321,3 +321,46 @@ func TestPoll(t *testing.T) {
 		t.Errorf("Poll on an ended context: true or %d calls, want false after 1", calls)
 	}
 }
+
+// fatalRecorder is a testing.TB whose Fatalf records the message instead of
+// ending the test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
+
+// TestEventually: a condition that comes true passes silently after as many
+// checks as it took; one that never does fails the test with what was
+// awaited, why the wait ended and what was seen last.
+func TestEventually(t *testing.T) {
+	t.Parallel()
+	r := &fatalRecorder{TB: t}
+	calls := 0
+	Eventually(context.Background(), r, time.Millisecond, "three calls", func() (bool, string) {
+		calls++
+		return calls == 3, fmt.Sprint(calls)
+	})
+	if r.msg != "" || calls != 3 {
+		t.Errorf("a condition true at the third call: %d calls, failure %q", calls, r.msg)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	calls = 0
+	Eventually(ctx, r, 5*time.Millisecond, "the queue to drain", func() (bool, string) {
+		calls++
+		return false, fmt.Sprintf("%d items left", 7-calls)
+	})
+	if calls < 2 {
+		t.Errorf("a false condition was checked %d times in 30 ms at a 5 ms interval, want at least 2", calls)
+	}
+	for _, want := range []string{"for the queue to drain", context.DeadlineExceeded.Error(), fmt.Sprintf("last seen: %d items left", 7-calls)} {
+		if !strings.Contains(r.msg, want) {
+			t.Errorf("failure %q lacks %q", r.msg, want)
+		}
+	}
+}
