@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpulens/gpulens/internal/clockevent"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // fakeClock is a manually advanced clock, safe for concurrent use.
@@ -434,13 +435,13 @@ func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
 		}
 		return got["gpulens_nvml_errors_total{call=GetTemperature,error=deadline_exceeded}"] > 0
 	}
-	got := gather()
-	for stop := time.Now().Add(time.Minute); !fresh(got); got = gather() {
-		if time.Now().After(stop) {
-			t.Fatalf("GPUs 0 and 1 not sampled after GPU 2's deadline passed, or the hang not counted: %v", got)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var got map[string]float64
+	wait, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	testenv.Eventually(wait, t, time.Millisecond, "GPUs 0 and 1 sampled after GPU 2's deadline passed, and the hang counted", func() (bool, string) {
+		got = gather()
+		return fresh(got), fmt.Sprint(got)
+	})
 	for _, g := range []int{0, 1} {
 		id := fmt.Sprintf("gpu=%d,uuid=GPU-%08d-0000-0000-0000-000000000000", g, g)
 		if _, ok := got["gpulens_gpu_temperature_celsius{"+id+"}"]; !ok {
@@ -511,10 +512,11 @@ func TestXIDCounters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.xid.run(ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(set.events) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	testenv.Eventually(wait, t, 5*time.Millisecond, "the XID loop to take every queued event", func() (bool, string) {
+		return len(set.events) == 0, fmt.Sprintf("%d events queued", len(set.events))
+	})
 	cancel()
 	<-done
 	got := series(t, reg)

@@ -88,9 +88,11 @@ func scrape(t *testing.T, client *http.Client, url string) map[string]*familyVie
 // waitUp polls until n GPUs report gpulens_gpu_up 1.
 func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*familyView {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fams := scrape(t, client, url)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, fmt.Sprintf("%d GPUs with gpulens_gpu_up 1", n), func() (bool, string) {
+		fams = scrape(t, client, url)
 		up := 0
 		if f := fams["gpulens_gpu_up"]; f != nil {
 			for _, s := range f.series {
@@ -99,14 +101,24 @@ func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*fa
 				}
 			}
 		}
-		if up == n {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d GPUs up after 20 s, want %d", up, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return up == n, fmt.Sprintf("%d up", up)
+	})
+	return fams
+}
+
+// waitFamily scrapes url until the family name has a series, and returns
+// that scrape.
+func waitFamily(t *testing.T, url, name string, timeout time.Duration) map[string]*familyView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, "a series of "+name+" at "+url, func() (bool, string) {
+		fams = scrape(t, http.DefaultClient, url)
+		f := fams[name]
+		return f != nil && len(f.series) > 0, fmt.Sprintf("%d families, none named %s with a series", len(fams), name)
+	})
+	return fams
 }
 
 func TestDisabledCollector(t *testing.T) {
@@ -257,12 +269,8 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 // their pod allocations.
 func TestSimulatedTenantsCarryPods(t *testing.T) {
 	addr := startExporter(t, "--sim.scenario=noisy-neighbour", "--sampler.interval=100ms")
-	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for fams["gpulens_process_memory_used_bytes"] == nil && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		fams = scrape(t, http.DefaultClient, "http://"+addr+"/metrics")
-	}
+	waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
+	fams := waitFamily(t, "http://"+addr+"/metrics", "gpulens_process_memory_used_bytes", 10*time.Second)
 	found := false
 	for _, s := range fams["gpulens_process_memory_used_bytes"].series {
 		if s.labels["pid"] == "4242" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -150,17 +149,7 @@ gpulens_probe_runs_total{gpu="0",uuid="GPU-0"} 2
 // unexplained stolen time included, and returns the scrape.
 func probeSeries(t *testing.T, url string) map[string]*familyView {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		fams := scrape(t, http.DefaultClient, url)
-		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil && len(f.series) > 0 {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no probe figures after 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitFamily(t, url, "gpulens_probe_unexplained_stolen_time_ratio", 30*time.Second)
 }
 
 // The simulated scenarios end to end: the probe sees the invisible

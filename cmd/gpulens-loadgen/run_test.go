@@ -29,7 +29,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // not a wait: the fake server's answer time
 		io.WriteString(w, `data: {"model":"served","choices":[{"delta":{"content":"hi"}}]}`+"\n\n"+
 			`data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
 	}))

@@ -105,9 +105,12 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			if !testenv.Poll(t.Context(), 20*time.Millisecond, func() bool { return strings.Contains(p.Log(), "send the signal again to exit at once") }) {
 				t.Fatal("no graceful stop logged")
 			}
-			time.Sleep(500 * time.Millisecond)
-			if p.Exited() {
+			// Not a wait for a condition: the program must stay up for
+			// this whole window (it must not end before the reader came).
+			select {
+			case <-p.Done():
 				t.Fatalf("ended %v before the second signal; the graceful stop should still wait for the FIFO's reader", p.Err())
+			case <-time.After(500 * time.Millisecond):
 			}
 			second := time.Now()
 			if err := p.Signal(sig); err != nil {

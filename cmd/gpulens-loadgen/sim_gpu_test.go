@@ -92,19 +92,18 @@ func TestSimTiedToExporter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addr := sim.MustAddress(ctx, t)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + addr + "/metrics")
+	testenv.Eventually(ctx, t, 20*time.Millisecond, "the simulator to serve slowdown 1.6 and neighbour utilisation 0.6", func() (bool, string) {
+		body, err := testenv.Scrape(ctx, "http://"+addr+"/metrics", testenv.AcceptText)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(body), "\ngpulens_sim_slowdown_ratio 1.6\n") &&
-			strings.Contains(string(body), "\ngpulens_sim_gpu_neighbour_sm_utilization_ratio 0.6\n") {
-			return
+		var seen []string
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "gpulens_sim_slowdown_ratio ") || strings.HasPrefix(line, "gpulens_sim_gpu_neighbour_sm_utilization_ratio ") {
+				seen = append(seen, strings.TrimSpace(line))
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("the simulator never served slowdown 1.6; log:\n%s", sim.Log())
+		return strings.Contains(string(body), "\ngpulens_sim_slowdown_ratio 1.6\n") &&
+			strings.Contains(string(body), "\ngpulens_sim_gpu_neighbour_sm_utilization_ratio 0.6\n"), fmt.Sprint(seen)
+	})
 }
