@@ -45,7 +45,7 @@ func TestArrivalIsTheKernelReceiveTime(t *testing.T) {
 			var entered, served atomic.Int64
 			late := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				entered.Store(time.Now().UnixNano())
-				time.Sleep(delay)
+				time.Sleep(delay) // not a wait: the request must wait in the socket this long
 				served.Store(time.Now().UnixNano())
 				s.Handler().ServeHTTP(w, r)
 			})

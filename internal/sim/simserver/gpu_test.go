@@ -196,6 +196,8 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 	}
 	exp.set(0.7, http.StatusServiceUnavailable)
 	failed := time.Now()
+	// Not a wait for a condition: the slowdown must hold through these
+	// reads of the failing exporter.
 	time.Sleep(300 * time.Millisecond)
 	if got := s.Slowdown(); got != 1.7 {
 		t.Errorf("right after the exporter failed: slowdown %v, want the last reading 1.7", got)
@@ -296,6 +298,8 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	exp.setProbe(time.Now().Add(-time.Minute), 250*time.Millisecond)
 	runTie(t, tie, s)
 	waitSlowdown(t, s, "the neighbour at 50 %", 1.5)
+	// Not a wait for a condition: the old run must stay unapplied through
+	// these reads.
 	time.Sleep(300 * time.Millisecond)
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 0 {
 		t.Fatalf("a probe run a minute before the tie started: gpulens_sim_gpu_probe_runs_total %v, want 0", got)
@@ -311,7 +315,7 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the probe slowed the server for %s, want its GPU time %s", got, span)
 	}
-	time.Sleep(500 * time.Millisecond) // several reads of the same run
+	time.Sleep(500 * time.Millisecond) // not a wait: several reads of the same run must not apply it again
 	if abs(s.Slowdown()-1.5) > 1e-12 {
 		t.Errorf("the same run read again: slowdown %v, want 1.5", s.Slowdown())
 	}
