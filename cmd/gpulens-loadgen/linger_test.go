@@ -36,6 +36,7 @@ const (
 // cancelling the context (Ctrl-C) then ends the linger at once with the run's
 // exit status (nil).
 func TestLingerServesFinalMetrics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cmd  func(*kingpin.Application) command

@@ -18,6 +18,7 @@ import (
 )
 
 func TestRunInterruptedWritesReport(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Ctrl-C when the 8th request arrives: with 2 in flight at most, 6 have
@@ -64,6 +65,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 }
 
 func TestFlagErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

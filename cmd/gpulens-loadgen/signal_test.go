@@ -40,6 +40,9 @@ func fifo(t *testing.T) string {
 // ends within seconds (outfile.ReaderWait), exit status 1, naming the flag
 // and where the report was saved instead.
 func TestFIFOOutputNoReader(t *testing.T) {
+	// Parallel: it idles out the reader wait, and its only bound on time is
+	// a lower one (load only lengthens it).
+	t.Parallel()
 	bin := testenv.Binary(t, "gpulens-loadgen")
 	out := fifo(t)
 	srv := &recordingServer{}
@@ -82,6 +85,7 @@ func TestFIFOOutputNoReader(t *testing.T) {
 // graceful stop (here: stuck waiting for a reader of the FIFO output);
 // the second ends the process at once with 128 + the signal's number.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	// Serial: "at once" is a bound on wall time a busy neighbour would stretch.
 	bin := testenv.Binary(t, "gpulens-loadgen")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSimGPUTieFlags(t *testing.T) {
+	t.Parallel()
 	app := kingpin.New("test", "")
 	f := addSimFlags(app.Command("sim", ""))
 	if _, err := app.Parse([]string{"sim"}); err != nil {
@@ -40,6 +41,7 @@ func TestSimGPUTieFlags(t *testing.T) {
 
 // The GPU tie's errors name its flags, before anything listens.
 func TestSimGPUTieErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -63,6 +65,7 @@ func TestSimGPUTieErrors(t *testing.T) {
 // `gpulens-loadgen sim --sim.gpu.exporter-url` reads the exporter and
 // serves the slowdown it sets: 1 + the neighbour's 60 % on GPU 0.
 func TestSimTiedToExporter(t *testing.T) {
+	t.Parallel()
 	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "# TYPE gpulens_gpu_info gauge\ngpulens_gpu_info{gpu=\"0\",uuid=\"GPU-0\"} 1\n"+
 			"# TYPE gpulens_process_sm_utilization_ratio gauge\n"+
