@@ -18,6 +18,7 @@ var compatAddress = regexp.MustCompile(`msg="serving the DCGM-compatible view" a
 // with --compat.dcgm.listen-address it is served at /metrics on its own
 // listener and at /dcgm/metrics on the main one, the same series.
 func TestCompatDCGM(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	get := func(url string) (int, string) {
@@ -82,6 +83,7 @@ func TestCompatDCGM(t *testing.T) {
 // TestCompatBadListenAddress: a bad address stops the exporter before it
 // starts, naming the flag.
 func TestCompatBadListenAddress(t *testing.T) {
+	t.Parallel()
 	var out testenv.Log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

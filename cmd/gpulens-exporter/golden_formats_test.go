@@ -113,6 +113,7 @@ const sameLinesOtherOrder = "(same lines in another order)\n"
 // golden exposition (the same families, series and pinned values as the
 // text scrape), and the DCGM view serves testdata/golden/dcgm/name.txt.
 func TestGoldenFormats(t *testing.T) {
+	t.Parallel()
 	for _, tc := range goldenCases {
 		if tc.name != "dgx-h100" && tc.name != "mig-mixed" && tc.name != "mixed-fleet" && tc.name != "events" {
 			continue
@@ -241,6 +242,7 @@ func checkDCGMValues(t *testing.T, body []byte) {
 // table of docs/metrics.md and in the migration guide's mapping, and every
 // family of the DCGM golden files is one of them.
 func TestDCGMFieldsDocumented(t *testing.T) {
+	t.Parallel()
 	metrics, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,7 @@ func waitFamily(t *testing.T, url, name string, timeout time.Duration) map[strin
 }
 
 func TestDisabledCollector(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=minimal", "--sampler.interval=100ms", "--no-collector.power", "--no-collector.xid")
 	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
 	if fams["gpulens_gpu_power_watts"] != nil {
@@ -183,6 +184,7 @@ func writeTLSConfig(t *testing.T, user, password string) (configPath string, poo
 }
 
 func TestTLSAndBasicAuth(t *testing.T) {
+	t.Parallel()
 	cfg, pool := writeTLSConfig(t, "prometheus", "s3cret")
 	addr := startExporter(t, "--sim.scenario=minimal", "--web.config.file="+cfg)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -226,6 +228,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 }
 
 func TestBadInputNamesTheCulprit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	badScenario := filepath.Join(dir, "fleet.yaml")
 	if err := os.WriteFile(badScenario, []byte("name: x\ndevices:\n  - count: 2\n    modle: h100-sxm5-80gb\n"), 0o600); err != nil {
@@ -268,6 +271,7 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 // in for procfs and the kubelet: processes get names and pods, and GPUs
 // their pod allocations.
 func TestSimulatedTenantsCarryPods(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=noisy-neighbour", "--sampler.interval=100ms")
 	waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
 	fams := waitFamily(t, "http://"+addr+"/metrics", "gpulens_process_memory_used_bytes", 10*time.Second)
@@ -313,6 +317,7 @@ func runUntilExit(t *testing.T, args ...string) (int, string) {
 // TestListenErrorExitsAtOnce: a port in use or an invalid port is logged,
 // naming the flag, and the exporter exits 1 without waiting for a signal.
 func TestListenErrorExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +350,7 @@ func TestListenErrorExitsAtOnce(t *testing.T) {
 // TestSamplerIntervalFloor: intervals below 100ms are refused with a
 // message naming the flag and the minimum; 100ms is accepted.
 func TestSamplerIntervalFloor(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"1ns", "1ms", "99ms", "-1s"} {
 		var out testenv.Log
 		if _, err := parseFlags([]string{"--sampler.interval=" + v}, &out); err == nil {
@@ -361,6 +367,7 @@ func TestSamplerIntervalFloor(t *testing.T) {
 // TestMetricsMethods: /metrics answers GET and HEAD; other methods get 405
 // with an Allow header.
 func TestMetricsMethods(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=minimal")
 	url := "http://" + addr + "/metrics"
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodTrace, http.MethodOptions} {
@@ -495,6 +502,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 
 // TestHTTPServerTimeouts: every timeout of the server is set.
 func TestHTTPServerTimeouts(t *testing.T) {
+	t.Parallel()
 	srv := newHTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,

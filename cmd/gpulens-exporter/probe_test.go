@@ -17,6 +17,7 @@ import (
 )
 
 func TestProbeFlagsNameTheCulprit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -53,6 +54,7 @@ func TestProbeFlagsNameTheCulprit(t *testing.T) {
 }
 
 func TestProbeFlagDefaults(t *testing.T) {
+	t.Parallel()
 	o, err := parseFlags([]string{"--collector.probe"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,7 @@ func TestProbeFlagDefaults(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]uint64{
 		"256MiB": 256 << 20, "1GiB": 1 << 30, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "500MB": 500e6,
 		"2GB": 2e9, "1048576": 1 << 20, "1e9": 1e9, "4096B": 4096, " 16 MiB ": 16 << 20,
@@ -111,6 +114,7 @@ func (g fixedGPUs) GPUs() ([]collector.GPUIdentity, bool) { return g, true }
 // Without a loadable libcuda the probe reports itself down on every GPU,
 // naming the flag in its log, instead of failing the exporter.
 func TestProbeWithoutLibcuda(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := probeFlags{enabled: true, interval: time.Minute, budget: 250 * time.Millisecond, stolenWindow: 100 * time.Millisecond,
@@ -160,6 +164,7 @@ func probeSeries(t *testing.T, url string) map[string]*familyView {
 // the neighbour joins, the tenant's own job takes half, all of it
 // explained. Labelled like the NVML series.
 func TestProbeOnSimulatedScenarios(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		scenario       string
 		minStolen      float64

@@ -19,6 +19,7 @@ import (
 // gives them; and the simulator must not invent families that a real,
 // non-MIG, error-free GPU lacks.
 func TestSimulatedH200MatchesRealScrape(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(filepath.Join("..", "..", "docs", "real-gpu", "h200-smoke-scrape.prom"))
 	if err != nil {
 		t.Fatal(err)

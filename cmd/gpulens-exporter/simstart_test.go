@@ -16,6 +16,7 @@ import (
 // timeline is (a tenant that joins 30 minutes in is there at once with a
 // start an hour ago), and bad values are refused naming the flag.
 func TestSimStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
