@@ -42,6 +42,7 @@ func within(got, want, rel float64) bool { return math.Abs(got-want) <= rel*want
 // figures come out near the devices' and land on the right NVML GPU, and
 // the time-sliced GPU shows its stolen time and halved throughput.
 func TestProbeOverSimulatedDriver(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	p, _ := newSimProbe(t, clock)
 	p.RunOnce(context.Background())
@@ -105,6 +106,7 @@ func TestProbeOverSimulatedDriver(t *testing.T) {
 // tensor kernel loses only the tensor figures, and a hung call ends the
 // device's probe at the deadline as deadline_exceeded, then busy.
 func TestProbeOverSimulatedDriverFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("tensor kernel fails", func(t *testing.T) {
 		clock := newFakeClock()
 		p, drv := newSimProbe(t, clock)

@@ -102,6 +102,7 @@ func cycleAll(s *Sampler) {
 }
 
 func TestDeviceMetricsExactValues(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, reg := newTestSampler(t, newMockLib(newMockDevice(0)), clock.Now, false)
 	cycleAll(s)
@@ -188,6 +189,7 @@ func TestDeviceMetricsExactValues(t *testing.T) {
 }
 
 func TestBusyCounterIntegratesEveryReading(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	utils := []uint32{0, 100, 100, 50, 0}
@@ -210,6 +212,7 @@ func TestBusyCounterIntegratesEveryReading(t *testing.T) {
 }
 
 func TestEnergyFallsBackToIntegratedPower(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
@@ -229,6 +232,7 @@ func TestEnergyFallsBackToIntegratedPower(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	const uuid1 = "GPU-00000001-0000-0000-0000-000000000000"
 	tests := []struct {
 		name       string
@@ -381,6 +385,7 @@ func TestFaults(t *testing.T) {
 // deadline and waits until the sampler has seen it; nothing depends on how
 // fast the machine runs the goroutines.
 func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	devs := []nvml.Device{newMockDevice(0), newMockDevice(1), newMockDevice(2)}
 	var once sync.Once
@@ -498,6 +503,7 @@ func newXIDEventSet(events ...nvml.EventData) *xidEventSet {
 }
 
 func TestXIDCounters(t *testing.T) {
+	t.Parallel()
 	devs := []nvml.Device{newMockDevice(0), newMockDevice(1)}
 	set := newXIDEventSet(
 		nvml.EventData{Device: devs[1], EventType: nvml.EventTypeXidCriticalError, EventData: 79},
