@@ -12,6 +12,7 @@ import (
 // fleet's clock, and so does everything measured in sim time: the tenants'
 // timeline, the wall times of process samples, XID events and fault delays.
 func TestSpeed(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []float64{-1, MaxSpeed + 1, math.NaN(), math.Inf(1)} {
 		if _, err := New(mustLoad(t, "minimal"), Options{Speed: bad}); err == nil {
 			t.Errorf("speed %v accepted", bad)

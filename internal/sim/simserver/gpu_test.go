@@ -41,6 +41,7 @@ func exposition(util0, util1 float64) string {
 }
 
 func TestNeighbourUtilization(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		gpu, pid string
 		want     float64
@@ -79,6 +80,7 @@ func abs(x float64) float64 {
 }
 
 func TestSetSlowdownClamps(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +99,7 @@ func TestSetSlowdownClamps(t *testing.T) {
 // A slowdown stretches every engine step (batching) and every token delay
 // (fixed mode) from the next one on.
 func TestSlowdownStretchesSchedule(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, tc := range []struct {
 		name string
@@ -215,6 +218,7 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 }
 
 func TestGPUTieValidate(t *testing.T) {
+	t.Parallel()
 	good := GPUTie{ExporterURL: "http://127.0.0.1:9842/metrics", GPU: "0", Interval: time.Second, StaleAfter: 5 * time.Second}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
@@ -237,6 +241,7 @@ func TestGPUTieValidate(t *testing.T) {
 }
 
 func TestNewProbeSpan(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	unix := func(d time.Duration) float64 { return float64(now.Add(d).UnixNano()) / 1e9 }
 	for _, tc := range []struct {
