@@ -438,6 +438,7 @@ func waitClosed(t *testing.T, c net.Conn, what string) {
 // closed; a real scrape succeeds meanwhile. On another path, where the
 // handler does not refuse the body, the read timeout closes the connection.
 func TestPromisedBodiesDoNotStarveScrapes(t *testing.T) {
+	// Serial: shortTimeouts changes package variables.
 	shortTimeouts(t, 300*time.Millisecond, time.Minute)
 	const maxRequests = 3
 	addr := startExporter(t, "--sim.scenario=minimal", fmt.Sprintf("--web.max-requests=%d", maxRequests))
@@ -474,6 +475,7 @@ func TestPromisedBodiesDoNotStarveScrapes(t *testing.T) {
 // TestIdleConnectionsAreClosed: a keep-alive connection that carries no
 // further request is closed after the idle timeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	// Serial: shortTimeouts changes package variables.
 	shortTimeouts(t, 30*time.Second, 200*time.Millisecond)
 	addr := startExporter(t, "--sim.scenario=minimal")
 	c, err := net.Dial("tcp", addr)

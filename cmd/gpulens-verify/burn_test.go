@@ -142,6 +142,7 @@ func TestBurnNoLibcuda(t *testing.T) {
 // command past --duration and the grace: it gives up, says why, and does
 // not unload the library under the stuck call.
 func TestBurnWatchdog(t *testing.T) {
+	// Serial: it shortens the package variable burnGrace.
 	old := burnGrace
 	burnGrace = 20 * time.Millisecond
 	t.Cleanup(func() { burnGrace = old })

@@ -63,6 +63,7 @@ tenants:
 // TestSpeedRealTime: fault delays and the wait for an XID last their sim
 // duration divided by the speed, in real time.
 func TestSpeedRealTime(t *testing.T) {
+	// Serial: it bounds real time from above (3 s for a 300 ms hang).
 	sc := mustParse(t, `
 devices:
   - {model: h100-sxm5-80gb}

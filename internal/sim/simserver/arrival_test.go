@@ -19,6 +19,7 @@ import (
 // (here: a wrapper sleeps 100 ms first) is stamped when it arrived, not
 // when it was served. Without them it is stamped when the handler started.
 func TestArrivalIsTheKernelReceiveTime(t *testing.T) {
+	// Serial: it compares arrival stamps with wall-clock delays.
 	if runtime.GOOS != "linux" {
 		t.Skip("kernel receive timestamps are implemented on Linux only")
 	}

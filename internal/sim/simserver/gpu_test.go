@@ -182,6 +182,7 @@ func (f *fakeExporter) set(util float64, status int) {
 // leaving speeds it up, and when the exporter cannot be read the last
 // reading holds for StaleAfter, then the server runs as if alone.
 func TestGPUTieFollowsExporter(t *testing.T) {
+	// Serial: it times the tie's reads and staleness on the wall clock.
 	exp := &fakeExporter{status: http.StatusOK}
 	srv := httptest.NewServer(exp)
 	defer srv.Close()
@@ -283,6 +284,7 @@ func TestNewProbeSpan(t *testing.T) {
 // time, once per run, although its PID is in no process metric; not on a
 // MIG instance.
 func TestGPUTieAddsProbe(t *testing.T) {
+	// Serial: it times the probe's span on the wall clock.
 	exp := &fakeExporter{status: http.StatusOK, util: 0.5}
 	srv := httptest.NewServer(exp)
 	defer srv.Close()

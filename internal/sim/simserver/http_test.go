@@ -237,6 +237,7 @@ func streamTimes(t testing.TB, url, body string) (time.Time, []time.Time, *SimIn
 // 9 ms). The schedule itself is checked to the nanosecond, on an injected
 // clock, by TestEngineSchedules.
 func TestBatchingITL(t *testing.T) {
+	// Serial: it checks inter-token latencies measured on the wall clock.
 	const streams, tokens = 4, 40
 	const step = 6*time.Millisecond + streams*time.Millisecond
 	s, url, run := startGatedServer(t, Config{Seed: 1, DecodeBase: 6 * time.Millisecond, DecodePerSeq: time.Millisecond, TokensPerChunk: 1})
@@ -335,6 +336,9 @@ func TestFixedModeTokenChunks(t *testing.T) {
 // batch. The first asks for a billion tokens, so that it holds its slot
 // until the test lets it go, however slowly the others are sent.
 func TestQueueFull(t *testing.T) {
+	// Parallel: its checks on time are causal (lower bounds), which load
+	// cannot break.
+	t.Parallel()
 	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond, MaxBatch: 1, MaxQueue: 1})
 	open := func(ctx context.Context, maxTokens int) (*http.Response, *bufio.Reader) {
 		req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions",

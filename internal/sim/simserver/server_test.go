@@ -151,6 +151,9 @@ func ints(v []int64) string {
 }
 
 func TestStreamFramingExact(t *testing.T) {
+	// Parallel: its checks on time are causal (lower bounds), which load
+	// cannot break.
+	t.Parallel()
 	cfg := Config{Seed: 7, FixedTTFT: 2 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 2}
 	for _, tc := range []struct {
 		name, path, body string
