@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -149,11 +151,26 @@ gpulens_probe_runs_total{gpu="0",uuid="GPU-0"} 2
 	}
 }
 
-// probeSeries waits until the exporter serves the probe's figures, the
-// unexplained stolen time included, and returns the scrape.
+// probeSeries waits until the exporter serves the probe's figures for
+// every GPU it lists, the unexplained stolen time included, and returns
+// the scrape.
 func probeSeries(t *testing.T, url string) map[string]*familyView {
 	t.Helper()
-	return waitFamily(t, url, "gpulens_probe_unexplained_stolen_time_ratio", 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, "the probe's unexplained stolen time for every GPU at "+url, func() (bool, string) {
+		fams = scrape(t, http.DefaultClient, url)
+		gpus, probed := 0, 0
+		if f := fams["gpulens_gpu_info"]; f != nil {
+			gpus = len(f.series)
+		}
+		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil {
+			probed = len(f.series)
+		}
+		return gpus > 0 && probed == gpus, fmt.Sprintf("%d GPUs, %d with the probe's unexplained stolen time", gpus, probed)
+	})
+	return fams
 }
 
 // The simulated scenarios end to end: the probe sees the invisible
