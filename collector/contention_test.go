@@ -151,6 +151,7 @@ func one(t *testing.T, got map[string]float64, family string, fragments ...strin
 // contention ratio is above 0.5 while both run and back to 0 once the
 // neighbour has left.
 func TestNoisyNeighbourSimulated(t *testing.T) {
+	t.Parallel()
 	env := newSimEnv(t, "noisy-neighbour", nil)
 	_ = env.at(100 * time.Second)
 	g0 := "uuid=" + env.uuid(0)
@@ -242,6 +243,7 @@ func TestNoisyNeighbourSimulated(t *testing.T) {
 // processes attributed to their instance, and the whole-GPU series still
 // present.
 func TestMIGMixedSimulated(t *testing.T) {
+	t.Parallel()
 	env := newSimEnv(t, "mig-mixed", nil)
 	_ = env.at(90 * time.Second)
 	got := env.at(91 * time.Second)
@@ -334,6 +336,7 @@ tenants:
 
 // TestGPMUnsupportedA100: no GPM series, gpm_supported 0, MIG memory only.
 func TestGPMUnsupportedA100(t *testing.T) {
+	t.Parallel()
 	env := newSimEnv(t, "a100-mig", []byte(a100MIG))
 	_ = env.at(10 * time.Second)
 	got := env.at(11 * time.Second)

@@ -52,6 +52,7 @@ func fleetPrices(fleet *gpusim.Fleet) PriceSource {
 // mixed-fleet: every GPU at its scenario price, each MIG instance at the
 // GPU's price times its slices over 7 (the header's table).
 func TestCostCollectorMixedFleet(t *testing.T) {
+	t.Parallel()
 	s, _, reg := costEnv(t, "mixed-fleet", fleetPrices)
 	got := series(t, reg)
 	uuid := func(gpu int) string { return *s.workers[gpu].uuid.Load() }
@@ -84,6 +85,7 @@ func TestCostCollectorMixedFleet(t *testing.T) {
 
 // A GPU without a price serves no price series, nor do its MIG instances.
 func TestCostCollectorUnpriced(t *testing.T) {
+	t.Parallel()
 	_, _, reg := costEnv(t, "mixed-fleet", func(fleet *gpusim.Fleet) PriceSource {
 		return PriceFunc(func(d Device) (float64, bool) {
 			if d.Name == "NVIDIA A100-SXM4-80GB" {
@@ -104,6 +106,7 @@ func TestCostCollectorUnpriced(t *testing.T) {
 // migShare: the slices of the profile over the GPU's; the memory share where
 // the profile or the GPU's slices are unknown; nothing without either.
 func TestMIGShare(t *testing.T) {
+	t.Parallel()
 	const gib = 1 << 30
 	tests := []struct {
 		name       string
@@ -152,6 +155,7 @@ func TestMIGShare(t *testing.T) {
 }
 
 func TestProfileSlices(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		profile string
 		want    uint64

@@ -54,6 +54,7 @@ func valueOf(m *dto.Metric) float64 {
 // allocated devices their pod; the last XID is the code of the GPU's
 // latest XID event.
 func TestDCGMViewConvertsTheSnapshot(t *testing.T) {
+	t.Parallel()
 	type conv struct {
 		native, label, value string
 		f                    func(float64) float64
@@ -206,6 +207,7 @@ func TestDCGMViewConvertsTheSnapshot(t *testing.T) {
 // type in its name, the camelCase label modelName), kept because consumers
 // depend on them; the native view of the same exporter is clean.
 func TestDCGMViewLint(t *testing.T) {
+	t.Parallel()
 	e := newSimExporter(t, "dgx-h100")
 	view := NewDCGMExposition(e.s, DCGMOptions{Hostname: "node-a"})
 	lint := func(h http.Handler) map[string]bool {

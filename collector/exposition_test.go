@@ -62,6 +62,7 @@ func parseText(t *testing.T, body []byte) map[string]float64 {
 }
 
 func TestExpositionMatchesLiveGather(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, exp, full := newTestExposition(t, clock, newMockDevice(0))
 	cycleAll(s)
@@ -109,6 +110,7 @@ func TestExpositionMatchesLiveGather(t *testing.T) {
 // the sampler published a snapshot since the last render (or the render is
 // older than one interval); snapshots nobody scrapes are never rendered.
 func TestExpositionRendersOncePerScrapedSnapshot(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	var temp atomic.Uint32
@@ -183,6 +185,7 @@ func (c *blockingCollector) Collect(ch chan<- prometheus.Metric) {
 // TestExpositionConcurrentScrapesShareOneRender: scrapes arriving while a
 // render runs wait for it and serve it.
 func TestExpositionConcurrentScrapesShareOneRender(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, _ := newTestSampler(t, newMockLib(newMockDevice(0)), clock.Now, false)
 	cycleAll(s)
@@ -228,6 +231,7 @@ func TestExpositionConcurrentScrapesShareOneRender(t *testing.T) {
 // with an Allow header; a request carrying a body is answered without
 // reading it, and its connection closed.
 func TestExpositionMethods(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, exp, _ := newTestExposition(t, clock, newMockDevice(0))
 	cycleAll(s)
@@ -268,6 +272,7 @@ func TestExpositionMethods(t *testing.T) {
 }
 
 func TestAcceptsGzip(t *testing.T) {
+	t.Parallel()
 	for header, want := range map[string]bool{
 		"":                        false,
 		"gzip":                    true,
@@ -290,6 +295,7 @@ func TestAcceptsGzip(t *testing.T) {
 // name that needs escaping, simulated fleets with processes and MIG, and 8
 // GPUs × 7 MIG instances × 64 processes.
 func TestSnapshotTextMatchesExpfmt(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, exp *Exposition) {
 		t.Helper()
 		exp.renderMu.Lock()
@@ -426,6 +432,7 @@ func TestSnapshotTextMatchesExpfmt(t *testing.T) {
 // TestExpositionFamilyInBothSources: a registry family that the snapshot
 // also has is merged as a registry gather merges it.
 func TestExpositionFamilyInBothSources(t *testing.T) {
+	t.Parallel()
 	for name, live := range map[string]interface {
 		prometheus.Gatherer
 		MustRegister(...prometheus.Collector)
@@ -472,6 +479,7 @@ func gpuUpHelpForTest(t *testing.T, s *Sampler) string {
 // body holds the same series. A new snapshot is grouped and encoded again,
 // in the formats scraped only.
 func TestExpositionEveryFormatOncePerSnapshot(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, exp, _ := newTestExposition(t, clock, newMockDevice(0))
 	cycleAll(s)
@@ -559,6 +567,7 @@ func TestExpositionEveryFormatOncePerSnapshot(t *testing.T) {
 // TestWriteFloatMatchesExpfmt: the pre-rendered numbers are expfmt's, in
 // text and OpenMetrics, for the values a gauge can hold.
 func TestWriteFloatMatchesExpfmt(t *testing.T) {
+	t.Parallel()
 	name, help, typ := "x", "x", dto.MetricType_GAUGE
 	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 42, 1e21, 1.5e-7, 123456789, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		mf := &dto.MetricFamily{Name: &name, Help: &help, Type: &typ, Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: &v}}}}

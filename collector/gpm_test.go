@@ -12,6 +12,7 @@ import (
 // allocated once; freed when an instance disappears and when the GPU is
 // lost.
 func TestGPMSampleLifecycle(t *testing.T) {
+	t.Parallel()
 	s, reg, clock := newBenchFleet(t, 1, 7, true) // two cycles already run
 	lib := s.lib.(*mock.Interface)
 	gpu := s.workers[0].handle.(*benchGPU)

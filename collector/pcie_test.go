@@ -59,6 +59,7 @@ func throughputCalls(d *mock.Device) int { return len(d.GetPcieThroughputCalls()
 // samples for 20 ms per direction, is called only in the first cycle,
 // before GPM has two samples.
 func TestPCIeFromGPM(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	lib := newMockLib(dev)
@@ -105,6 +106,7 @@ func TestPCIeFromGPM(t *testing.T) {
 // nvmlDeviceGetPcieThroughput is read at most every 10 s and the last
 // reading is exported in between; a failed reading is retried next cycle.
 func TestPCIeFromNVMLEveryTenSeconds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(lib *mock.Interface, d *mock.Device) []NamedCollector
@@ -195,6 +197,7 @@ func TestPCIeFromNVMLEveryTenSeconds(t *testing.T) {
 // and an A100 (no GPM) with the same constant PCIe traffic export the same
 // bytes per second, from GPM and from nvmlDeviceGetPcieThroughput.
 func TestPCIeSimulatedGPMAndNVMLAgree(t *testing.T) {
+	t.Parallel()
 	env := newSimEnv(t, "pcie", []byte(`name: pcie
 description: the same PCIe traffic on a GPU with GPM and one without
 devices:

@@ -33,6 +33,7 @@ func writeHostProc(t *testing.T, root string, cpus int, pressure map[string]stri
 // before Linux 5.13; no memory file), and the CPU count of /proc/stat, read
 // again only after 10 minutes.
 func TestHostCollectorExactValues(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeHostProc(t, root, 12, map[string]string{
 		"cpu": "some avg10=1.50 avg60=0.80 avg300=0.20 total=123456789\n",
@@ -62,6 +63,7 @@ func TestHostCollectorExactValues(t *testing.T) {
 // psi=0, a container's procfs) serves only its CPU count, and a nil source
 // nothing.
 func TestHostCollectorWithoutPSI(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 2 3\ncpu0 1 2 3\ncpu1 1 2 3\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -78,6 +80,7 @@ func TestHostCollectorWithoutPSI(t *testing.T) {
 }
 
 func TestParsePressure(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string

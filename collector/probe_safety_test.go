@@ -53,6 +53,7 @@ func probeSafetyEnv(t *testing.T, yml string) (*Sampler, *ProbeCollector) {
 // Every MIG instance but the one CUDA shows the process is counted as not
 // visible.
 func TestProbeSkipsTenantGPUs(t *testing.T) {
+	t.Parallel()
 	s, p := probeSafetyEnv(t, `
 devices:
   - {count: 1, model: h100-sxm5-80gb, memory_used: 10}

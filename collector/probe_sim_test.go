@@ -42,6 +42,7 @@ func within(got, want, rel float64) bool { return math.Abs(got-want) <= rel*want
 // figures come out near the devices' and land on the right NVML GPU, and
 // the time-sliced GPU shows its stolen time and halved throughput.
 func TestProbeOverSimulatedDriver(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	p, _ := newSimProbe(t, clock)
 	p.RunOnce(context.Background())
@@ -105,6 +106,8 @@ func TestProbeOverSimulatedDriver(t *testing.T) {
 // tensor kernel loses only the tensor figures, and a hung call ends the
 // device's probe at the deadline as deadline_exceeded, then busy.
 func TestProbeOverSimulatedDriverFaults(t *testing.T) {
+	// Serial: the hung call's case gives the whole probe a 50 ms deadline,
+	// which a busy neighbour makes the driver's init miss.
 	t.Run("tensor kernel fails", func(t *testing.T) {
 		clock := newFakeClock()
 		p, drv := newSimProbe(t, clock)

@@ -167,6 +167,7 @@ const probeHelp = `# HELP gpulens_probe_d2h_bandwidth_bytes_per_second Device-to
 // MIG instance (matched by PCI bus id, in CUDA's 4-digit-domain format)
 // whose bf16 measurement failed.
 func TestProbeExactExposition(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	fp := &fakeProber{
 		devs: []gpuprobe.DeviceInfo{
@@ -282,6 +283,7 @@ func sortedLines(s string) []string {
 }
 
 func TestMatchGPU(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		dev            gpuprobe.DeviceInfo
@@ -351,6 +353,7 @@ var okResult = gpuprobe.Result{DeviceCopyBytesPerSecond: 3e12, Stolen: &gpuprobe
 // gpulens_probe_up goes to 0 and the device's figures disappear, while the
 // other device keeps its figures.
 func TestProbeFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		devErr    error
@@ -443,6 +446,7 @@ func TestProbeFailures(t *testing.T) {
 // abandoned after the deadline and a grace period; the next run does not
 // call the prober again while it is stuck, and recovers once it returns.
 func TestProbeHangIsAbandoned(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	hang := make(chan struct{})
 	fp := &fakeProber{devs: wholeGPUs()[:1], results: map[int]gpuprobe.Result{0: okResult}, hang: hang}
@@ -481,6 +485,7 @@ func TestProbeHangIsAbandoned(t *testing.T) {
 // 0 and an init error per run, the failure is logged once, the library is
 // retried every run, and the probe recovers when it appears.
 func TestProbeLibraryMissing(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	var logs bytes.Buffer
 	fp := &fakeProber{devs: wholeGPUs(), results: map[int]gpuprobe.Result{0: okResult, 1: okResult}}
@@ -538,6 +543,7 @@ func TestProbeLibraryMissing(t *testing.T) {
 // TestProbeSkipsTensorBeforeAmpere: GPUs older than compute capability 8.0
 // are probed without the tensor measurements; newer ones with them.
 func TestProbeSkipsTensorBeforeAmpere(t *testing.T) {
+	t.Parallel()
 	fp := &fakeProber{devs: []gpuprobe.DeviceInfo{
 		{Ordinal: 0, UUID: testGPUs[0].UUID, ComputeCapability: "7.5"},
 		{Ordinal: 1, UUID: testGPUs[1].UUID, ComputeCapability: "8.6"},
@@ -561,6 +567,7 @@ func TestProbeSkipsTensorBeforeAmpere(t *testing.T) {
 // TestProbeSchedule: Run waits for the NVML identities, probes at once,
 // then once per tick, and stops with its context.
 func TestProbeSchedule(t *testing.T) {
+	t.Parallel()
 	fp := &fakeProber{devs: wholeGPUs(), results: map[int]gpuprobe.Result{0: okResult, 1: okResult}}
 	dir := &fakeDirectory{gpus: testGPUs[:1]}
 	ticker := newFakeTicker()
@@ -600,6 +607,7 @@ func TestProbeSchedule(t *testing.T) {
 // TestProbeFailureKeepsOtherCollectors: a failing probe only shows in its
 // own series; the sampler's metrics are served as before.
 func TestProbeFailureKeepsOtherCollectors(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, _ := newTestSampler(t, newMockLib(newMockDevice(0)), clock.Now, false)
 	cycleAll(s)
@@ -627,6 +635,7 @@ func TestProbeFailureKeepsOtherCollectors(t *testing.T) {
 }
 
 func TestNewProbeCollectorRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	bad := gpuprobe.ExporterConfig()
 	bad.StolenWindow = time.Second
 	for name, opts := range map[string]ProbeOptions{

@@ -62,6 +62,7 @@ func writeFile(t *testing.T, path, data string, mode os.FileMode) {
 // once: it stays open between reads, and an io that failed is not tried
 // again.
 func TestProcessHostExactValues(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	for _, p := range []struct {
 		pid  int
@@ -164,6 +165,7 @@ func TestProcessHostExactValues(t *testing.T) {
 // host series are omitted in that cycle, and the next cycle reads the new
 // process afresh (its identity too).
 func TestProcessHostPidReused(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeProc(t, root, 100, "python3", []string{"python3"}, 1000, 500)
 	dev := newMockDevice(0)
@@ -219,6 +221,7 @@ func (f fakeUsage) ProcessUsage(pid uint32) (ProcessUsage, bool) {
 // replaces procfs: its values as they are, I/O omitted where it says so,
 // nothing for a process it does not know.
 func TestProcessHostFromSource(t *testing.T) {
+	t.Parallel()
 	dev := newMockDevice(0)
 	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return []nvml.ProcessInfo{
@@ -263,6 +266,7 @@ func TestProcessHostFromSource(t *testing.T) {
 }
 
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		line string
@@ -286,6 +290,7 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestParseIO(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		in        string
@@ -319,6 +324,7 @@ func (m *mutableAllocations) Lookup(ids ...string) []Allocation { return m.a.Loo
 // reading, between two reads) carries the pod from the next cycle on, and
 // none keeps the old labels.
 func TestProcessSeriesRelabelled(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeProc(t, root, 100, "python3", []string{"python3"}, 1000, 500)
 	dev := newMockDevice(0)

@@ -114,6 +114,7 @@ var processFamilies = []string{
 // process, a process that vanished before procfs was read), attribution,
 // pod allocations, and folding past the cap with exact sums.
 func TestProcessCollectorExactValues(t *testing.T) {
+	t.Parallel()
 	const uuid = "GPU-00000000-0000-0000-0000-000000000000"
 	const gib = 1 << 30
 	root := t.TempDir()
@@ -267,6 +268,7 @@ func TestProcessCollectorExactValues(t *testing.T) {
 }
 
 func TestPodOf(t *testing.T) {
+	t.Parallel()
 	const g, m = "GPU-a", "MIG-b"
 	allocs := []Allocation{
 		{Namespace: "ns1", Pod: "whole", Container: "c1", DeviceID: g},

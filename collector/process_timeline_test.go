@@ -21,6 +21,7 @@ type wantPid struct {
 }
 
 func TestUtilTimelineAggregation(t *testing.T) {
+	t.Parallel()
 	type cycle struct {
 		since     uint64
 		samples   []nvml.ProcessUtilizationSample
@@ -183,6 +184,7 @@ func TestUtilTimelineAggregation(t *testing.T) {
 }
 
 func TestUtilTimelineOversubscribedSharesSumToOne(t *testing.T) {
+	t.Parallel()
 	var tl utilTimeline
 	// 70 % + 45 % of SM time: busy is capped at 100 %, split 70:45.
 	got := tl.add([]nvml.ProcessUtilizationSample{smp(1, 250, 70, 0), smp(2, 250, 45, 0), smp(1, 500, 70, 0), smp(2, 500, 45, 0)}, t0)

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpulens/gpulens/internal/clockevent"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // fakeClock is a manually advanced clock, safe for concurrent use.
@@ -101,6 +102,7 @@ func cycleAll(s *Sampler) {
 }
 
 func TestDeviceMetricsExactValues(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	s, reg := newTestSampler(t, newMockLib(newMockDevice(0)), clock.Now, false)
 	cycleAll(s)
@@ -187,6 +189,7 @@ func TestDeviceMetricsExactValues(t *testing.T) {
 }
 
 func TestBusyCounterIntegratesEveryReading(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	utils := []uint32{0, 100, 100, 50, 0}
@@ -209,6 +212,7 @@ func TestBusyCounterIntegratesEveryReading(t *testing.T) {
 }
 
 func TestEnergyFallsBackToIntegratedPower(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dev := newMockDevice(0)
 	dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
@@ -228,6 +232,7 @@ func TestEnergyFallsBackToIntegratedPower(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	const uuid1 = "GPU-00000001-0000-0000-0000-000000000000"
 	tests := []struct {
 		name       string
@@ -380,6 +385,7 @@ func TestFaults(t *testing.T) {
 // deadline and waits until the sampler has seen it; nothing depends on how
 // fast the machine runs the goroutines.
 func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	devs := []nvml.Device{newMockDevice(0), newMockDevice(1), newMockDevice(2)}
 	var once sync.Once
@@ -434,13 +440,13 @@ func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
 		}
 		return got["gpulens_nvml_errors_total{call=GetTemperature,error=deadline_exceeded}"] > 0
 	}
-	got := gather()
-	for stop := time.Now().Add(time.Minute); !fresh(got); got = gather() {
-		if time.Now().After(stop) {
-			t.Fatalf("GPUs 0 and 1 not sampled after GPU 2's deadline passed, or the hang not counted: %v", got)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var got map[string]float64
+	wait, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	testenv.Eventually(wait, t, time.Millisecond, "GPUs 0 and 1 sampled after GPU 2's deadline passed, and the hang counted", func() (bool, string) {
+		got = gather()
+		return fresh(got), fmt.Sprint(got)
+	})
 	for _, g := range []int{0, 1} {
 		id := fmt.Sprintf("gpu=%d,uuid=GPU-%08d-0000-0000-0000-000000000000", g, g)
 		if _, ok := got["gpulens_gpu_temperature_celsius{"+id+"}"]; !ok {
@@ -497,6 +503,7 @@ func newXIDEventSet(events ...nvml.EventData) *xidEventSet {
 }
 
 func TestXIDCounters(t *testing.T) {
+	t.Parallel()
 	devs := []nvml.Device{newMockDevice(0), newMockDevice(1)}
 	set := newXIDEventSet(
 		nvml.EventData{Device: devs[1], EventType: nvml.EventTypeXidCriticalError, EventData: 79},
@@ -511,10 +518,11 @@ func TestXIDCounters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.xid.run(ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(set.events) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	testenv.Eventually(wait, t, 5*time.Millisecond, "the XID loop to take every queued event", func() (bool, string) {
+		return len(set.events) == 0, fmt.Sprintf("%d events queued", len(set.events))
+	})
 	cancel()
 	<-done
 	got := series(t, reg)

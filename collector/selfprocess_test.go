@@ -12,6 +12,7 @@ import (
 // client_golang's process collector, with the same values (CPU and memory
 // within what changes between the two reads), and no network series.
 func TestProcessCollectorMatchesClientGolang(t *testing.T) {
+	t.Parallel()
 	ours := prometheus.NewPedanticRegistry()
 	ours.MustRegister(NewProcessCollector())
 	theirs := prometheus.NewPedanticRegistry()

@@ -16,6 +16,7 @@ import (
 // own share each, and at most their SM utilisation; the rest is
 // unexplained, never below 0 nor above the raw ratio.
 func TestUnexplainedStolen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		raw     float64
@@ -45,6 +46,7 @@ func TestUnexplainedStolen(t *testing.T) {
 // of samples before it), coverage by the last read, and nothing kept beyond
 // activityKeep.
 func TestActivityLog(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	us := func(d time.Duration) uint64 { return uint64(t0.Add(d).UnixMicro()) }
 	var l activityLog
@@ -141,6 +143,7 @@ tenants:
 // stolen time, and an invisible neighbour (or busy time nobody is listed
 // for) reads its share ±0.05 whether the tenant is busy, light or idle.
 func TestProbeUnexplainedSimulated(t *testing.T) {
+	t.Parallel()
 	type want struct{ raw, unexplained float64 }
 	check := func(t *testing.T, got map[string]float64, gpu int, w want) {
 		t.Helper()
@@ -175,6 +178,7 @@ func TestProbeUnexplainedSimulated(t *testing.T) {
 // contention and time-share series are exactly those of the same GPU
 // without it.
 func TestExporterLeavesItselfOut(t *testing.T) {
+	t.Parallel()
 	base := `
 devices:
   - {model: h100-sxm5-80gb}
@@ -225,6 +229,7 @@ tenants:
 // sharing-mode, contention and time-share series are exactly those of the
 // same fleet without a probe.
 func TestProbeRunChangesNoProcessSeries(t *testing.T) {
+	t.Parallel()
 	const fleet = `
 devices:
   - {model: h100-sxm5-80gb}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestCgroupAttributor(t *testing.T) {
+	t.Parallel()
 	id := strings.Repeat("3f", 32)
 	other := strings.Repeat("a1", 32)
 	root, logs := t.TempDir(), t.TempDir()
@@ -51,6 +52,7 @@ func TestCgroupAttributor(t *testing.T) {
 }
 
 func TestAttributionFlagsValidate(t *testing.T) {
+	t.Parallel()
 	ok := attributionFlags{procfs: "/proc", maxPerGPU: 64, podResourcesWait: 1}
 	tests := []struct {
 		name   string

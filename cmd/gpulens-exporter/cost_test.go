@@ -16,6 +16,7 @@ import (
 // starts, with exit status 2 and a message naming the flag, and for a file
 // its line and field.
 func TestCostFlagsRejectBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -65,6 +66,7 @@ func TestCostFlagsRejectBadInput(t *testing.T) {
 // without a price flag a scenario with prices is priced from it, and one
 // without is not priced at all.
 func TestCostPrices(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "prices.yaml")
 	if err := os.WriteFile(file, []byte("models:\n  NVIDIA H100*: 3\noverrides:\n  - node: cloud-b-*\n    labels: {tier: spot}\n    models: {NVIDIA A100*: 0.5}\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -113,6 +113,9 @@ const sameLinesOtherOrder = "(same lines in another order)\n"
 // golden exposition (the same families, series and pinned values as the
 // text scrape), and the DCGM view serves testdata/golden/dcgm/name.txt.
 func TestGoldenFormats(t *testing.T) {
+	// Serial (its cases run in parallel with each other): each scrape pins
+	// what the simulated fleet and the probe served at readiness; a busy
+	// neighbour delays the sampler and the probe apart.
 	for _, tc := range goldenCases {
 		if tc.name != "dgx-h100" && tc.name != "mig-mixed" && tc.name != "mixed-fleet" && tc.name != "events" {
 			continue
@@ -241,6 +244,7 @@ func checkDCGMValues(t *testing.T, body []byte) {
 // table of docs/metrics.md and in the migration guide's mapping, and every
 // family of the DCGM golden files is one of them.
 func TestDCGMFieldsDocumented(t *testing.T) {
+	t.Parallel()
 	metrics, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -140,6 +140,9 @@ var buildLabels = regexp.MustCompile(`\b(goversion|goarch|goos|revision|version|
 var nonNegative = regexp.MustCompile(`_(bytes|seconds|watts|joules|hertz|usd|usd_per_hour)(_total)?$`)
 
 func TestGolden(t *testing.T) {
+	// Serial (its cases run in parallel with each other): each scrape pins
+	// what the simulated fleet and the probe served at readiness; a busy
+	// neighbour delays the sampler and the probe apart.
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -392,6 +395,7 @@ var docFamily = regexp.MustCompile("(?m)^\\| `(gpulens_[a-z0-9_]+)`")
 // Every family docs/metrics.md documents is in a golden exposition (or in
 // docOnly), and every gpulens family a golden exposition holds is documented.
 func TestMetricsDocumented(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -88,9 +88,11 @@ func scrape(t *testing.T, client *http.Client, url string) map[string]*familyVie
 // waitUp polls until n GPUs report gpulens_gpu_up 1.
 func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*familyView {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fams := scrape(t, client, url)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, fmt.Sprintf("%d GPUs with gpulens_gpu_up 1", n), func() (bool, string) {
+		fams = scrape(t, client, url)
 		up := 0
 		if f := fams["gpulens_gpu_up"]; f != nil {
 			for _, s := range f.series {
@@ -99,17 +101,28 @@ func waitUp(t *testing.T, client *http.Client, url string, n int) map[string]*fa
 				}
 			}
 		}
-		if up == n {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d GPUs up after 20 s, want %d", up, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return up == n, fmt.Sprintf("%d up", up)
+	})
+	return fams
+}
+
+// waitFamily scrapes url until the family name has a series, and returns
+// that scrape.
+func waitFamily(t *testing.T, url, name string, timeout time.Duration) map[string]*familyView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, "a series of "+name+" at "+url, func() (bool, string) {
+		fams = scrape(t, http.DefaultClient, url)
+		f := fams[name]
+		return f != nil && len(f.series) > 0, fmt.Sprintf("%d families, none named %s with a series", len(fams), name)
+	})
+	return fams
 }
 
 func TestDisabledCollector(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=minimal", "--sampler.interval=100ms", "--no-collector.power", "--no-collector.xid")
 	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
 	if fams["gpulens_gpu_power_watts"] != nil {
@@ -171,6 +184,7 @@ func writeTLSConfig(t *testing.T, user, password string) (configPath string, poo
 }
 
 func TestTLSAndBasicAuth(t *testing.T) {
+	t.Parallel()
 	cfg, pool := writeTLSConfig(t, "prometheus", "s3cret")
 	addr := startExporter(t, "--sim.scenario=minimal", "--web.config.file="+cfg)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -214,6 +228,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 }
 
 func TestBadInputNamesTheCulprit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	badScenario := filepath.Join(dir, "fleet.yaml")
 	if err := os.WriteFile(badScenario, []byte("name: x\ndevices:\n  - count: 2\n    modle: h100-sxm5-80gb\n"), 0o600); err != nil {
@@ -256,13 +271,10 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 // in for procfs and the kubelet: processes get names and pods, and GPUs
 // their pod allocations.
 func TestSimulatedTenantsCarryPods(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=noisy-neighbour", "--sampler.interval=100ms")
-	fams := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for fams["gpulens_process_memory_used_bytes"] == nil && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		fams = scrape(t, http.DefaultClient, "http://"+addr+"/metrics")
-	}
+	waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 2)
+	fams := waitFamily(t, "http://"+addr+"/metrics", "gpulens_process_memory_used_bytes", 10*time.Second)
 	found := false
 	for _, s := range fams["gpulens_process_memory_used_bytes"].series {
 		if s.labels["pid"] == "4242" {
@@ -305,6 +317,7 @@ func runUntilExit(t *testing.T, args ...string) (int, string) {
 // TestListenErrorExitsAtOnce: a port in use or an invalid port is logged,
 // naming the flag, and the exporter exits 1 without waiting for a signal.
 func TestListenErrorExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +350,7 @@ func TestListenErrorExitsAtOnce(t *testing.T) {
 // TestSamplerIntervalFloor: intervals below 100ms are refused with a
 // message naming the flag and the minimum; 100ms is accepted.
 func TestSamplerIntervalFloor(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"1ns", "1ms", "99ms", "-1s"} {
 		var out testenv.Log
 		if _, err := parseFlags([]string{"--sampler.interval=" + v}, &out); err == nil {
@@ -353,6 +367,7 @@ func TestSamplerIntervalFloor(t *testing.T) {
 // TestMetricsMethods: /metrics answers GET and HEAD; other methods get 405
 // with an Allow header.
 func TestMetricsMethods(t *testing.T) {
+	t.Parallel()
 	addr := startExporter(t, "--sim.scenario=minimal")
 	url := "http://" + addr + "/metrics"
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodTrace, http.MethodOptions} {
@@ -423,6 +438,7 @@ func waitClosed(t *testing.T, c net.Conn, what string) {
 // closed; a real scrape succeeds meanwhile. On another path, where the
 // handler does not refuse the body, the read timeout closes the connection.
 func TestPromisedBodiesDoNotStarveScrapes(t *testing.T) {
+	// Serial: shortTimeouts changes package variables.
 	shortTimeouts(t, 300*time.Millisecond, time.Minute)
 	const maxRequests = 3
 	addr := startExporter(t, "--sim.scenario=minimal", fmt.Sprintf("--web.max-requests=%d", maxRequests))
@@ -459,6 +475,7 @@ func TestPromisedBodiesDoNotStarveScrapes(t *testing.T) {
 // TestIdleConnectionsAreClosed: a keep-alive connection that carries no
 // further request is closed after the idle timeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	// Serial: shortTimeouts changes package variables.
 	shortTimeouts(t, 30*time.Second, 200*time.Millisecond)
 	addr := startExporter(t, "--sim.scenario=minimal")
 	c, err := net.Dial("tcp", addr)
@@ -487,6 +504,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 
 // TestHTTPServerTimeouts: every timeout of the server is set.
 func TestHTTPServerTimeouts(t *testing.T) {
+	t.Parallel()
 	srv := newHTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,

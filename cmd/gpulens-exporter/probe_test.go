@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,6 +19,7 @@ import (
 )
 
 func TestProbeFlagsNameTheCulprit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -54,6 +56,7 @@ func TestProbeFlagsNameTheCulprit(t *testing.T) {
 }
 
 func TestProbeFlagDefaults(t *testing.T) {
+	t.Parallel()
 	o, err := parseFlags([]string{"--collector.probe"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +87,7 @@ func TestProbeFlagDefaults(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]uint64{
 		"256MiB": 256 << 20, "1GiB": 1 << 30, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "500MB": 500e6,
 		"2GB": 2e9, "1048576": 1 << 20, "1e9": 1e9, "4096B": 4096, " 16 MiB ": 16 << 20,
@@ -112,6 +116,7 @@ func (g fixedGPUs) GPUs() ([]collector.GPUIdentity, bool) { return g, true }
 // Without a loadable libcuda the probe reports itself down on every GPU,
 // naming the flag in its log, instead of failing the exporter.
 func TestProbeWithoutLibcuda(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := probeFlags{enabled: true, interval: time.Minute, budget: 250 * time.Millisecond, stolenWindow: 100 * time.Millisecond,
@@ -146,21 +151,26 @@ gpulens_probe_runs_total{gpu="0",uuid="GPU-0"} 2
 	}
 }
 
-// probeSeries waits until the exporter serves the probe's figures, the
-// unexplained stolen time included, and returns the scrape.
+// probeSeries waits until the exporter serves the probe's figures for
+// every GPU it lists, the unexplained stolen time included, and returns
+// the scrape.
 func probeSeries(t *testing.T, url string) map[string]*familyView {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		fams := scrape(t, http.DefaultClient, url)
-		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil && len(f.series) > 0 {
-			return fams
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var fams map[string]*familyView
+	testenv.Eventually(ctx, t, 50*time.Millisecond, "the probe's unexplained stolen time for every GPU at "+url, func() (bool, string) {
+		fams = scrape(t, http.DefaultClient, url)
+		gpus, probed := 0, 0
+		if f := fams["gpulens_gpu_info"]; f != nil {
+			gpus = len(f.series)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no probe figures after 30 s")
+		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil {
+			probed = len(f.series)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return gpus > 0 && probed == gpus, fmt.Sprintf("%d GPUs, %d with the probe's unexplained stolen time", gpus, probed)
+	})
+	return fams
 }
 
 // The simulated scenarios end to end: the probe sees the invisible
@@ -171,6 +181,7 @@ func probeSeries(t *testing.T, url string) map[string]*familyView {
 // the neighbour joins, the tenant's own job takes half, all of it
 // explained. Labelled like the NVML series.
 func TestProbeOnSimulatedScenarios(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		scenario       string
 		minStolen      float64

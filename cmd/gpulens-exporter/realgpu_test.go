@@ -19,6 +19,7 @@ import (
 // gives them; and the simulator must not invent families that a real,
 // non-MIG, error-free GPU lacks.
 func TestSimulatedH200MatchesRealScrape(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(filepath.Join("..", "..", "docs", "real-gpu", "h200-smoke-scrape.prom"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,12 +45,10 @@ tenants:
 		t.Fatal(err)
 	}
 	addr := startExporter(t, "--sim.scenario="+scenario, "--sampler.interval=100ms")
-	sim := waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
+	waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
 	// Process utilisation and GPM metrics need two samples.
-	for i := 0; i < 200 && (sim["gpulens_process_sm_utilization_ratio"] == nil || sim["gpulens_gpu_sm_activity_ratio"] == nil); i++ {
-		time.Sleep(50 * time.Millisecond)
-		sim = waitUp(t, http.DefaultClient, "http://"+addr+"/metrics", 1)
-	}
+	waitFamily(t, "http://"+addr+"/metrics", "gpulens_process_sm_utilization_ratio", 10*time.Second)
+	sim := waitFamily(t, "http://"+addr+"/metrics", "gpulens_gpu_sm_activity_ratio", 10*time.Second)
 
 	// Families a simulated GPU has and this real one could not: the
 	// simulator's own, and the XID counter, which a real GPU exposes only

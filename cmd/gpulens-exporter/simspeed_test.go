@@ -9,6 +9,7 @@ import (
 // TestSimSpeedFlag: --sim.speed reaches the fleet's options, and values
 // outside (0, 1000] are refused naming the flag.
 func TestSimSpeedFlag(t *testing.T) {
+	t.Parallel()
 	o, err := parseFlags([]string{"--sim.scenario=minimal", "--sim.speed=40"}, io.Discard)
 	if err != nil || o.sim.Speed != 40 {
 		t.Fatalf("--sim.speed=40: %+v, %v", o, err)

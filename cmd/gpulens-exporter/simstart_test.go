@@ -16,6 +16,7 @@ import (
 // timeline is (a tenant that joins 30 minutes in is there at once with a
 // start an hour ago), and bad values are refused naming the flag.
 func TestSimStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -48,12 +49,8 @@ tenants:
 	start := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	addr := startExporter(t, "--sim.scenario="+scenario, "--sim.start="+start, "--sampler.interval=100ms")
 	url := "http://" + addr + "/metrics"
-	fams := waitUp(t, http.DefaultClient, url, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for fams["gpulens_process_memory_used_bytes"] == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		fams = scrape(t, http.DefaultClient, url)
-	}
+	waitUp(t, http.DefaultClient, url, 1)
+	fams := waitFamily(t, url, "gpulens_process_memory_used_bytes", 10*time.Second)
 	f := fams["gpulens_process_memory_used_bytes"]
 	if f == nil || len(f.series) != 1 || f.series[0].labels["pid"] != "777" || f.series[0].value != 1024<<20 {
 		t.Fatalf("process memory series %+v; want pid 777 with 1 GiB, an hour into the timeline", f)

@@ -15,6 +15,7 @@ import (
 // NVML (initialised), its tenants for procfs and the kubelet, its host,
 // its prices (when the scenario has them) and its simulated CUDA driver.
 func TestOpenSourcesSimulated(t *testing.T) {
+	t.Parallel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tc := range []struct {
 		scenario string

@@ -37,6 +37,7 @@ func writeSweep(t *testing.T, dir, name string, base float64, maxTokens int) str
 }
 
 func TestCompareCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := writeSweep(t, dir, "a.json", 10, 128)
 	b := writeSweep(t, dir, "b.json", 20, 128)
@@ -81,6 +82,7 @@ func TestCompareCommand(t *testing.T) {
 }
 
 func TestCompareCommandErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := writeSweep(t, dir, "a.json", 10, 128)
 	empty := filepath.Join(dir, "empty.json")

@@ -33,6 +33,7 @@ func writeCostReport(t *testing.T, dir, name, id string, hours, price float64, c
 }
 
 func TestCampaignCostCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// The worked example: $0.60/h, 12,000 samples in 4 h (two reports of
 	// 2 h) → $2.40, $0.20 per 1,000; +2 h of setup and retries → $3.60,
@@ -73,6 +74,7 @@ func TestCampaignCostCommand(t *testing.T) {
 }
 
 func TestCampaignCostCommandErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ok := writeCostReport(t, dir, "ok.json", "ok", 1, 1, 10)
 	empty := writeCostReport(t, dir, "empty.json", "e", 1, 1)
@@ -107,6 +109,7 @@ func TestCampaignCostCommandErrors(t *testing.T) {
 }
 
 func TestCostFlagsParsed(t *testing.T) {
+	t.Parallel()
 	// The command line reaches the library: --billing-increment 1h turns
 	// 0.5 h into 1 h billed; a negative flag exits 2.
 	dir := t.TempDir()

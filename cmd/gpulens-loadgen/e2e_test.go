@@ -23,6 +23,7 @@ import (
 // fixed-delay simulator, their reports match the injected delays, `merge`
 // combines them, and `report --html` renders the merged report.
 func TestShardsAgainstSimMergeAndReport(t *testing.T) {
+	t.Parallel()
 	const (
 		ttft   = 30 * time.Millisecond
 		itl    = 4 * time.Millisecond

@@ -22,6 +22,7 @@ import (
 // by one sampler cycle (420 J) from run to run; the aggregate row's energy
 // is their mean.
 func TestEnergyRepeatsAgreeOnSimulatedFleet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the exporter")
 	}

@@ -25,6 +25,7 @@ import (
 // measured request's answer is saved (through a symbolic link, which stays
 // one).
 func TestEvaluationCampaign(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: 2 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1}))
 	defer srv.Close()
 	// GPU 0's energy counter: +30 J in the first run, +12 J in the second.
@@ -105,6 +106,7 @@ func TestEvaluationCampaign(t *testing.T) {
 // TestEvaluationFlagErrors: bad evaluation flags are refused before the
 // first request, naming the flag, with exit status 2.
 func TestEvaluationFlagErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	same := filepath.Join(dir, "same.jsonl")
 	for _, tc := range []struct {
@@ -141,6 +143,7 @@ func TestEvaluationFlagErrors(t *testing.T) {
 // TestNoServerInfo: --no-server-info asks the server nothing beyond the
 // requests.
 func TestNoServerInfo(t *testing.T) {
+	t.Parallel()
 	srv := &recordingServer{}
 	out := filepath.Join(t.TempDir(), "r.json")
 	c := parseRun(t, runCommand, srv.start(t), "run", "--concurrency", "1", "--requests", "2", "--no-server-info", "--output", out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
+	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -34,6 +36,7 @@ const (
 // cancelling the context (Ctrl-C) then ends the linger at once with the run's
 // exit status (nil).
 func TestLingerServesFinalMetrics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cmd  func(*kingpin.Application) command
@@ -148,12 +151,12 @@ func TestLingerCancel(t *testing.T) {
 			} else {
 				// The 1 min run is under way once a request has finished.
 				base := "http://" + logs.wait(t, done, "Listening on")["address"]
-				for deadline := time.Now().Add(waitLimit); scrapeRequests(t, base+"/metrics")["success"] == 0; {
-					if time.Now().After(deadline) {
-						t.Fatalf("no request finished within %v", waitLimit)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				wctx, wcancel := context.WithTimeout(t.Context(), waitLimit)
+				defer wcancel()
+				testenv.Eventually(wctx, t, 10*time.Millisecond, "a finished request at "+base+"/metrics", func() (bool, string) {
+					n := scrapeRequests(t, base+"/metrics")
+					return n["success"] > 0, fmt.Sprintf("requests by outcome %v", n)
+				})
 			}
 			cancel()
 			var err error
@@ -294,21 +297,31 @@ func (h *recordingHandler) find(msg string) (map[string]string, bool) {
 	return nil, false
 }
 
+// count returns how many records were logged.
+func (h *recordingHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.recs)
+}
+
 // wait polls for a record with message msg; it fails the test if the
 // command returns first.
 func (h *recordingHandler) wait(t *testing.T, done <-chan error, msg string) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
-		if attrs, ok := h.find(msg); ok {
-			return attrs
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	var attrs map[string]string
+	testenv.Eventually(ctx, t, 10*time.Millisecond, fmt.Sprintf("a %q record", msg), func() (bool, string) {
+		var ok bool
+		if attrs, ok = h.find(msg); ok {
+			return true, ""
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("command returned (err %v) before logging %q", err, msg)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatalf("no %q logged within %v", msg, waitLimit)
-	return nil
+		return false, fmt.Sprintf("%d records, none with that message", h.count())
+	})
+	return attrs
 }

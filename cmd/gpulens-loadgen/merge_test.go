@@ -19,6 +19,7 @@ import (
 // --embed-requests on four workers' reports, and merges per-node merges
 // into one: the same numbers as merging the workers' reports at once.
 func TestMergeCommandEmbedRequests(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const shards, perShard = 4, 10
 	var workers []string

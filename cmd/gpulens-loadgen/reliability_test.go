@@ -118,6 +118,7 @@ func readRecords(t *testing.T, path string) []report.Record {
 // end is refused before the first request, with the flag and the path,
 // and exit status 2.
 func TestOutputsCheckedBeforeRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "s.sock")
 	for _, tc := range []struct {
@@ -160,6 +161,7 @@ func TestOutputsCheckedBeforeRun(t *testing.T) {
 // TestOutputsToFIFOs: JSON, CSV, raw records and HTML written to FIFOs go
 // to their readers in place; the FIFOs are still FIFOs afterwards.
 func TestOutputsToFIFOs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	names := []string{"r.json", "r.csv", "r.jsonl", "r.html"}
 	got := map[string]chan string{}
@@ -222,6 +224,7 @@ func TestOutputsToFIFOs(t *testing.T) {
 // instead keeps the hung requests as interrupted (exit status 4). Either
 // way the raw records say what happened.
 func TestHungServer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -288,6 +291,7 @@ func TestHungServer(t *testing.T) {
 // echoes the API key: exit status 3, and the key is nowhere in the raw
 // records or the report.
 func TestAllFailedAndAPIKeyScrubbed(t *testing.T) {
+	t.Parallel()
 	const key = "sk-live-51HxYq8Lm2Nd7Rt4Vw9Zb3Kc6Jp0Fg"
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
@@ -321,6 +325,7 @@ func TestAllFailedAndAPIKeyScrubbed(t *testing.T) {
 // TestExitStatusMapping: errors found before the run are 2, other errors
 // 1, and a run without error exits with the status it recorded.
 func TestExitStatusMapping(t *testing.T) {
+	t.Parallel()
 	logger := slog.New(slog.DiscardHandler)
 	withStatus := func(n int) command {
 		return command{clause: kingpin.New("t", "").Command("run", ""), status: func() int { return n }}
@@ -357,6 +362,7 @@ func TestExitStatusMapping(t *testing.T) {
 // report's nonce replays them byte for byte; --prompts reuse sends the
 // same prompts everywhere (the seed's, led by the request index).
 func TestPromptsAcrossRunsAndInvocations(t *testing.T) {
+	t.Parallel()
 	sweep := func(t *testing.T, extra ...string) ([]string, *report.Document) {
 		t.Helper()
 		srv := &recordingServer{}
@@ -424,6 +430,7 @@ func TestPromptsAcrossRunsAndInvocations(t *testing.T) {
 // TestReportRejectsEmpty: a report without runs is refused (exit status
 // 2) and no HTML file is written.
 func TestReportRejectsEmpty(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in, html := filepath.Join(dir, "empty.json"), filepath.Join(dir, "out.html")
 	if err := (&report.Document{Metadata: report.Metadata{Command: "run"}}).Write(in); err != nil {

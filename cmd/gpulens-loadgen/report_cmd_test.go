@@ -11,6 +11,7 @@ import (
 )
 
 func TestRenderReport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.json")
 	doc := &report.Document{Metadata: report.Metadata{Model: "m<1>", Command: "run"}, Runs: []report.Run{{Name: "c=1", Level: 1,

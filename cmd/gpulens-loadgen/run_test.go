@@ -18,6 +18,7 @@ import (
 )
 
 func TestRunInterruptedWritesReport(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Ctrl-C when the 8th request arrives: with 2 in flight at most, 6 have
@@ -29,7 +30,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // not a wait: the fake server's answer time
 		io.WriteString(w, `data: {"model":"served","choices":[{"delta":{"content":"hi"}}]}`+"\n\n"+
 			`data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
 	}))
@@ -64,6 +65,7 @@ func TestRunInterruptedWritesReport(t *testing.T) {
 }
 
 func TestFlagErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

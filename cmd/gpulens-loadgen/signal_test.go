@@ -40,6 +40,9 @@ func fifo(t *testing.T) string {
 // ends within seconds (outfile.ReaderWait), exit status 1, naming the flag
 // and where the report was saved instead.
 func TestFIFOOutputNoReader(t *testing.T) {
+	// Parallel: it idles out the reader wait, and its only bound on time is
+	// a lower one (load only lengthens it).
+	t.Parallel()
 	bin := testenv.Binary(t, "gpulens-loadgen")
 	out := fifo(t)
 	srv := &recordingServer{}
@@ -82,6 +85,7 @@ func TestFIFOOutputNoReader(t *testing.T) {
 // graceful stop (here: stuck waiting for a reader of the FIFO output);
 // the second ends the process at once with 128 + the signal's number.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	// Serial: "at once" is a bound on wall time a busy neighbour would stretch.
 	bin := testenv.Binary(t, "gpulens-loadgen")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -105,9 +109,12 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			if !testenv.Poll(t.Context(), 20*time.Millisecond, func() bool { return strings.Contains(p.Log(), "send the signal again to exit at once") }) {
 				t.Fatal("no graceful stop logged")
 			}
-			time.Sleep(500 * time.Millisecond)
-			if p.Exited() {
+			// Not a wait for a condition: the program must stay up for
+			// this whole window (it must not end before the reader came).
+			select {
+			case <-p.Done():
 				t.Fatalf("ended %v before the second signal; the graceful stop should still wait for the FIFO's reader", p.Err())
+			case <-time.After(500 * time.Millisecond):
 			}
 			second := time.Now()
 			if err := p.Signal(sig); err != nil {

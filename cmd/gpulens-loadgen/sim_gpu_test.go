@@ -18,6 +18,7 @@ import (
 )
 
 func TestSimGPUTieFlags(t *testing.T) {
+	t.Parallel()
 	app := kingpin.New("test", "")
 	f := addSimFlags(app.Command("sim", ""))
 	if _, err := app.Parse([]string{"sim"}); err != nil {
@@ -40,6 +41,7 @@ func TestSimGPUTieFlags(t *testing.T) {
 
 // The GPU tie's errors name its flags, before anything listens.
 func TestSimGPUTieErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -63,6 +65,7 @@ func TestSimGPUTieErrors(t *testing.T) {
 // `gpulens-loadgen sim --sim.gpu.exporter-url` reads the exporter and
 // serves the slowdown it sets: 1 + the neighbour's 60 % on GPU 0.
 func TestSimTiedToExporter(t *testing.T) {
+	t.Parallel()
 	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "# TYPE gpulens_gpu_info gauge\ngpulens_gpu_info{gpu=\"0\",uuid=\"GPU-0\"} 1\n"+
 			"# TYPE gpulens_process_sm_utilization_ratio gauge\n"+
@@ -92,19 +95,18 @@ func TestSimTiedToExporter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addr := sim.MustAddress(ctx, t)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + addr + "/metrics")
+	testenv.Eventually(ctx, t, 20*time.Millisecond, "the simulator to serve slowdown 1.6 and neighbour utilisation 0.6", func() (bool, string) {
+		body, err := testenv.Scrape(ctx, "http://"+addr+"/metrics", testenv.AcceptText)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(body), "\ngpulens_sim_slowdown_ratio 1.6\n") &&
-			strings.Contains(string(body), "\ngpulens_sim_gpu_neighbour_sm_utilization_ratio 0.6\n") {
-			return
+		var seen []string
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "gpulens_sim_slowdown_ratio ") || strings.HasPrefix(line, "gpulens_sim_gpu_neighbour_sm_utilization_ratio ") {
+				seen = append(seen, strings.TrimSpace(line))
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("the simulator never served slowdown 1.6; log:\n%s", sim.Log())
+		return strings.Contains(string(body), "\ngpulens_sim_slowdown_ratio 1.6\n") &&
+			strings.Contains(string(body), "\ngpulens_sim_gpu_neighbour_sm_utilization_ratio 0.6\n"), fmt.Sprint(seen)
+	})
 }

@@ -16,6 +16,7 @@ import (
 )
 
 func TestSimFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -52,6 +53,7 @@ func TestSimFlags(t *testing.T) {
 // TestSimConfigErrors: the simulator's configuration errors name its
 // flags.
 func TestSimConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -77,6 +79,7 @@ func TestSimConfigErrors(t *testing.T) {
 // TestServeSimGracefulShutdown cancels the context while a stream is in
 // progress: the stream still completes, then serveSim returns.
 func TestServeSimGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	s, err := simserver.New(simserver.Config{FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 )
 
 func TestTLSFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
@@ -62,6 +63,7 @@ func TestTLSFlags(t *testing.T) {
 // makes trusted: without the flag every request fails to connect; with it
 // they all complete, with kernel receive timestamps on Linux.
 func TestRunHTTPSWithCAFile(t *testing.T) {
+	t.Parallel()
 	logger := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	srv := httptest.NewTLSServer(simHandler(t, simserver.Config{FixedTTFT: 5 * time.Millisecond, FixedITL: time.Millisecond,

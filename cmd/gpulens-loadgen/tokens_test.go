@@ -76,6 +76,7 @@ func checkTokens(t *testing.T, d *report.Document, n int, method string) {
 // the calibration off, the prompts are off by far more, and the reports
 // say so.
 func TestInputTokensAgainstSubwordSim(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1,
 		Tokenizer: simserver.TokenizerSubword}))
 	defer srv.Close()
@@ -184,6 +185,7 @@ func fixtureStream(t *testing.T, path string) (endpoint string, body []byte) {
 // (p50) as the server counts them, through vLLM's /tokenize where the
 // server has one, else from the usage of short requests.
 func TestInputTokensAgainstStreamFixtures(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("..", "..", "loadgen", "client", "testdata", "streams", "*.txt"))
 	if err != nil || len(paths) < 10 {
 		t.Fatalf("fixtures %v %v", paths, err)
@@ -222,6 +224,7 @@ func TestInputTokensAgainstStreamFixtures(t *testing.T) {
 // user and answer tokens of the turns before it plus its own, and the
 // sub-word simulated server counts each within 2 %.
 func TestMultiTurnTokensAgainstSubwordSim(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 1, Seed: 1,
 		Tokenizer: simserver.TokenizerSubword}))
 	defer srv.Close()

@@ -14,6 +14,7 @@ import (
 // 2 naming the flag, before any request (to the API, the exporter or the
 // server's metrics).
 func TestURLFlagErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		flag, url, want string
 	}{

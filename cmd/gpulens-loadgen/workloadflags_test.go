@@ -54,6 +54,7 @@ func runLoad(t *testing.T, args ...string) (*report.Document, []report.Record) {
 }
 
 func TestTraceReplayAgainstSim(t *testing.T) {
+	t.Parallel()
 	target := startCachingSim(t)
 	trace := filepath.Join("..", "..", "loadgen", "workload", "testdata", "mooncake.jsonl")
 	b, err := os.ReadFile(trace)
@@ -116,6 +117,7 @@ func TestTraceReplayAgainstSim(t *testing.T) {
 }
 
 func TestMultiTurnAgainstSim(t *testing.T) {
+	t.Parallel()
 	target := startCachingSim(t)
 	// One user, 2 conversations of 3 turns: prompts of 16 words, answers
 	// of 8 (the shared flags), so turns send 16, 16+8+16 = 40 and 64
@@ -170,6 +172,7 @@ func TestMultiTurnAgainstSim(t *testing.T) {
 }
 
 func TestWorkloadFlagErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.jsonl")
 	if err := os.WriteFile(bad, []byte("{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 1, \"input_length\": 3}\n"), 0o600); err != nil {

@@ -54,6 +54,8 @@ func readBurnReport(t *testing.T, path string) burnReport {
 // at the FP32 rate it gets: the whole H100's alone, half of it beside a busy
 // tenant an hour into a shared timeline (--sim.start).
 func TestBurnSimulated(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	late := lateScenario(t)
 	for _, tc := range []struct {
 		name   string
@@ -90,6 +92,7 @@ func TestBurnSimulated(t *testing.T) {
 }
 
 func TestBurnBadInput(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-such-folder", "b.json")
 	for _, tc := range []struct {
 		args []string
@@ -125,6 +128,7 @@ func TestBurnBadInput(t *testing.T) {
 // TestBurnNoLibcuda: without the CUDA library the burn fails (exit 1) and
 // says so, in its report too.
 func TestBurnNoLibcuda(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "burn.json")
 	code, _, stderr := runVerify(t, "burn", "--duration=1s", "--cuda.library="+filepath.Join(t.TempDir(), "libcuda.so.1"), "--output.json="+out)
 	if code != verify.ExitFail || !strings.Contains(stderr, "libcuda") {
@@ -139,6 +143,7 @@ func TestBurnNoLibcuda(t *testing.T) {
 // command past --duration and the grace: it gives up, says why, and does
 // not unload the library under the stuck call.
 func TestBurnWatchdog(t *testing.T) {
+	// Serial: it shortens the package variable burnGrace.
 	old := burnGrace
 	burnGrace = 20 * time.Millisecond
 	t.Cleanup(func() { burnGrace = old })
@@ -163,6 +168,8 @@ func TestBurnWatchdog(t *testing.T) {
 // an hour in, the late tenant is listed by NVML and takes half the probe's
 // time; a fleet started now has neither.
 func TestVerifySimStart(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	late := lateScenario(t)
 	for _, tc := range []struct {
 		name   string

@@ -19,6 +19,7 @@ func runVerify(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestBadInputExitsTwoNamingTheFlag(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-such-folder", "r.json")
 	for _, tc := range []struct {
 		args []string
@@ -141,6 +142,8 @@ func expectCheck(t *testing.T, rep *verify.Report, id string, status verify.Stat
 }
 
 func TestScenarioDedicated(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	code, stdout, rep := scenarioReport(t, "rented-dedicated")
 	if code != verify.ExitPass {
 		t.Fatalf("exit %d, want 0:\n%s", code, stdout)
@@ -185,6 +188,8 @@ func TestScenarioDedicated(t *testing.T) {
 }
 
 func TestScenarioVGPU(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	code, stdout, rep := scenarioReport(t, "rented-vgpu")
 	if code != verify.ExitFail {
 		t.Fatalf("exit %d, want 1:\n%s", code, stdout)
@@ -198,6 +203,8 @@ func TestScenarioVGPU(t *testing.T) {
 }
 
 func TestScenarioThrottled(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	code, stdout, rep := scenarioReport(t, "rented-throttled")
 	if code != verify.ExitFail {
 		t.Fatalf("exit %d, want 1:\n%s", code, stdout)
@@ -214,6 +221,8 @@ func TestScenarioThrottled(t *testing.T) {
 }
 
 func TestScenarioTimesliced(t *testing.T) {
+	// Serial: the simulated GPU is timed on the wall clock (bandwidth,
+	// variability, stolen time); a busy neighbour reads as a GPU neighbour.
 	code, stdout, rep := scenarioReport(t, "rented-timesliced")
 	if code != verify.ExitFail {
 		t.Fatalf("exit %d, want 1:\n%s", code, stdout)
@@ -231,6 +240,7 @@ func TestScenarioTimesliced(t *testing.T) {
 }
 
 func TestNoGPUAtAll(t *testing.T) {
+	t.Parallel()
 	// No NVML on this machine and no libcuda at that path: the report
 	// still comes, says what it could not measure, and fails.
 	code, stdout, stderr := runVerify(t, "--cuda.library="+filepath.Join(t.TempDir(), "libcuda.so.1"), "--repeat=1", "--interval=0s")

@@ -13,6 +13,7 @@ import (
 // a nearly full one, gpulens-verify creates no context and reports every
 // probe figure as "not measured: <reason>".
 func TestScenarioTenantGPULeftAlone(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ scenario, reason, detail string }{
 		{"testdata/exclusive-process.yaml", "compute_mode_exclusive_process", "EXCLUSIVE_PROCESS"},
 		{"testdata/nearly-full.yaml", "free_memory_low", "the probe needs 2816.0 MiB (its budget 2048.0 MiB + 768.0 MiB for the context)"},

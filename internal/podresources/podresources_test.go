@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // fakeKubelet serves PodResourcesLister on a unix socket.
@@ -297,13 +299,12 @@ func TestRefreshFailureKeepsIndex(t *testing.T) {
 	// same Client reconnects.
 	os.Remove(path)
 	k2 := serve(t, path, []*podresourcesv1.PodResources{pod("ml", "trainer-1", ctr("main", devices("nvidia.com/gpu", gpuA)))})
-	deadline := time.Now().Add(10 * time.Second)
-	for err = c.Refresh(context.Background()); err != nil; err = c.Refresh(context.Background()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no successful Refresh within 10s of the restart: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	testenv.Eventually(wait, t, 20*time.Millisecond, "a successful Refresh after the kubelet's restart", func() (bool, string) {
+		err := c.Refresh(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
 	want := []Allocation{{Namespace: "ml", Pod: "trainer-1", Container: "main", ResourceName: "nvidia.com/gpu", DeviceID: gpuA}}
 	if got := c.All(); !slices.Equal(got, want) {
 		t.Errorf("All after reconnecting = %+v, want %+v", got, want)
@@ -325,11 +326,15 @@ func TestRefreshDeadline(t *testing.T) {
 	// Dial's first List may miss its 100 ms on a busy machine (Dial then
 	// only logs); the index must hold the node's allocations before the
 	// kubelet hangs. The deadline only stops a broken test from hanging.
-	for deadline := time.Now().Add(time.Minute); len(c.All()) != 6; {
-		if err := c.Refresh(ctx); time.Now().After(deadline) {
-			t.Fatalf("no Refresh indexed the node's 6 allocations within a minute: %v, %d indexed", err, len(c.All()))
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	testenv.Eventually(wait, t, 10*time.Millisecond, "a Refresh that indexes the node's 6 allocations", func() (bool, string) {
+		if n := len(c.All()); n == 6 {
+			return true, ""
 		}
-	}
+		err := c.Refresh(ctx)
+		return len(c.All()) == 6, fmt.Sprintf("%d indexed (last Refresh: %v)", len(c.All()), err)
+	})
 	k.set(nil, nil, true)
 
 	// Only the Dial timeout can end a List against a hung kubelet.

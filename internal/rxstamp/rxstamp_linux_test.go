@@ -1,12 +1,16 @@
 package rxstamp
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // The arrival of data that waited in the socket is when it arrived, not
@@ -19,21 +23,19 @@ func TestArrivalIsBeforeALateRead(t *testing.T) {
 	// received before that carry no stamp. Exchanges go on until one is
 	// stamped, however long the kernel takes on a busy machine; the
 	// deadline only stops a broken test from hanging.
-	for deadline := time.Now().Add(time.Minute); ; {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	exchanges := 0
+	testenv.Eventually(ctx, t, time.Millisecond, "a kernel receive timestamp", func() (bool, string) {
 		if _, err := srv.Write([]byte("warmup")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := io.ReadFull(c, make([]byte, len("warmup"))); err != nil {
 			t.Fatal(err)
 		}
-		if c.Kernel() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no kernel timestamp within a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		exchanges++
+		return c.Kernel(), fmt.Sprintf("%d exchanges, none stamped", exchanges)
+	})
 	for i, msg := range []string{"first", "second"} {
 		written := time.Now()
 		if _, err := srv.Write([]byte(msg)); err != nil {
@@ -42,7 +44,9 @@ func TestArrivalIsBeforeALateRead(t *testing.T) {
 		// Wait until the kernel holds the bytes in the socket: they have
 		// arrived, and been stamped, before the read starts.
 		waitQueued(t, c, len(msg))
-		time.Sleep(10 * time.Millisecond) // let them wait there (sleeps only overrun)
+		// Not a wait for a condition: the bytes must sit queued for a
+		// known time (sleeps only overrun).
+		time.Sleep(10 * time.Millisecond)
 		readStart := time.Now()
 		buf := make([]byte, 64)
 		n, err := c.Read(buf)
@@ -71,17 +75,13 @@ func waitQueued(t *testing.T, c *Conn, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	testenv.Eventually(ctx, t, time.Millisecond, fmt.Sprintf("%d bytes in the receive queue", n), func() (bool, string) {
 		var queued int32
 		rc.Control(func(fd uintptr) {
 			syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&queued)))
 		})
-		if int(queued) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes never queued (have %d)", n, queued)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return int(queued) >= n, fmt.Sprintf("%d bytes queued", queued)
+	})
 }

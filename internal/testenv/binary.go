@@ -24,20 +24,32 @@ var packages = map[string]string{
 }
 
 // toolModfile is the module of the pinned tools (the Prometheus server,
-// promtool): the Makefile builds bin/prometheus with go build
+// promtool, helm): the Makefile builds bin/prometheus with go build
 // -modfile=tools/go.mod; a test without GPULENS_BIN asks go tool
 // -modfile=tools/go.mod -n for the same program.
 const toolModfile = "tools/go.mod"
 
 // tools are the programs of toolModfile that Binary knows.
-var tools = map[string]bool{"prometheus": true, "promtool": true}
+var tools = map[string]bool{"prometheus": true, "promtool": true, "helm": true}
+
+// installed are the programs Binary finds installed instead of building
+// them: the names (or paths) it looks up, in order, and the variable that
+// turns "not installed" from a skip into a failure.
+var installed = map[string]installedProgram{
+	"chromium": {
+		lookups:     []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"},
+		requireEnv:  "GPULENS_REQUIRE_CHROMIUM",
+		installHint: "scripts/ensure-chromium.sh",
+	},
+}
 
 // buildTimeout bounds one build (a cold Prometheus build takes minutes on
 // two cores).
 const buildTimeout = 15 * time.Minute
 
 // Binary returns the path of the program name (gpulens-exporter,
-// gpulens-loadgen, gpulens-verify, or the pinned prometheus or promtool):
+// gpulens-loadgen, gpulens-verify, the pinned prometheus, promtool or
+// helm, or an installed chromium, see installed):
 // $GPULENS_BIN/name where GPULENS_BIN is set and has it, else the
 // executable the go command keeps in its build cache (see cached), built
 // once for all test binaries until the sources change: a rebuild links in
@@ -51,13 +63,15 @@ func Binary(t testing.TB, name string) string {
 // Binaries is Binary for several programs; those to build are built in
 // parallel.
 //
-// Under -short a test that needs a pinned tool (a real Prometheus or
-// promtool) is skipped: the inner loop (make check) neither builds nor
-// runs them.
+// Under -short a test that needs a pinned tool (a real Prometheus,
+// promtool or helm) or an installed program (Chromium) is skipped: the
+// inner loop (make check) neither builds nor runs them. An installed
+// program that is missing skips the test, or fails it where its require
+// variable (GPULENS_REQUIRE_CHROMIUM) is set.
 func Binaries(t testing.TB, names ...string) []string {
 	t.Helper()
 	for _, name := range names {
-		if packages[name] == "" && !tools[name] {
+		if _, ok := installed[name]; packages[name] == "" && !tools[name] && !ok {
 			t.Fatalf("testenv: no build for %q", name)
 		}
 	}
@@ -65,11 +79,18 @@ func Binaries(t testing.TB, names ...string) []string {
 		if tools[name] && testing.Short() {
 			t.Skipf("-short: needs the pinned %s", name)
 		}
+		if _, ok := installed[name]; ok && testing.Short() {
+			t.Skipf("-short: needs %s", name)
+		}
 	}
 	out := make([]string, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
+		if prog, ok := installed[name]; ok {
+			out[i] = prog.find(t, name)
+			continue
+		}
 		if dir := os.Getenv(BinEnv); dir != "" {
 			if p := filepath.Join(dir, name); isFile(p) {
 				out[i] = p
@@ -99,6 +120,37 @@ func Binaries(t testing.TB, names ...string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+type installedProgram struct {
+	lookups     []string
+	requireEnv  string
+	installHint string
+}
+
+// find returns the first of the program's lookups found (exec.LookPath);
+// when none is, it skips t, or fails it where requireEnv is set.
+func (prog installedProgram) find(t testing.TB, name string) string {
+	t.Helper()
+	if p, found := lookPath(prog.lookups); found {
+		return p
+	}
+	if os.Getenv(prog.requireEnv) != "" {
+		t.Fatalf("%s not found (tried %s) and %s is set (run %s)", name, strings.Join(prog.lookups, ", "), prog.requireEnv, prog.installHint)
+		return ""
+	}
+	t.Skipf("%s not found (tried %s); set %s=1 to make this a failure", name, strings.Join(prog.lookups, ", "), prog.requireEnv)
+	return ""
+}
+
+// lookPath returns the first of names found (exec.LookPath).
+func lookPath(names []string) (string, bool) {
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 func isFile(p string) bool {

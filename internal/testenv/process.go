@@ -40,8 +40,17 @@ type Process struct {
 // output and error into Log. The caller stops it (Stop); Run does that for a
 // test.
 func Start(bin string, args ...string) (*Process, error) {
+	return StartEnv(nil, bin, args...)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the test's
+// environment for the program (a later entry wins, as in exec.Cmd.Env).
+func StartEnv(env []string, bin string, args ...string) (*Process, error) {
 	p := &Process{Name: filepath.Base(bin), StopTimeout: DefaultStopTimeout, log: &Log{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A child the program left behind may hold the output pipe open: stop
@@ -73,7 +82,13 @@ func StartFunc(name string, run func(ctx context.Context, log io.Writer) int) *P
 // and stops it when t ends, printing the end of its log if t failed.
 func Run(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	p, err := Start(bin, args...)
+	return RunEnv(t, nil, bin, args...)
+}
+
+// RunEnv is Run with env added to the program's environment (StartEnv).
+func RunEnv(t testing.TB, env []string, bin string, args ...string) *Process {
+	t.Helper()
+	p, err := StartEnv(env, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -117,4 +118,23 @@ func Poll(ctx context.Context, interval time.Duration, f func() bool) bool {
 		case <-tick.C:
 		}
 	}
+}
+
+// Eventually polls f every interval (see Poll) until it reports done, and
+// fails t (Fatalf) when ctx ends first, naming what was awaited, how long,
+// why the wait ended and what f saw last. f returns whether the condition
+// holds and a short description of what it saw. Call it from the test's
+// own goroutine (it may call Fatalf).
+func Eventually(ctx context.Context, t testing.TB, interval time.Duration, what string, f func() (done bool, seen string)) {
+	t.Helper()
+	start := time.Now()
+	seen := "nothing: the condition was never checked"
+	if Poll(ctx, interval, func() bool {
+		var ok bool
+		ok, seen = f()
+		return ok
+	}) {
+		return
+	}
+	t.Fatalf("waited %s for %s (%v); last seen: %s", time.Since(start).Round(time.Millisecond), what, context.Cause(ctx), seen)
 }

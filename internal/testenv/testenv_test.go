@@ -27,6 +27,11 @@ const helperEnv = "TESTENV_HELPER"
 //	          exits 0 on SIGTERM
 //	stubborn  the same, but ignores SIGTERM (its process group is killed)
 //	fail      writes a line and exits 3 without listening
+//	streams   writes to its standard output and error in turn, the last
+//	          line $TESTENV_VALUE, and exits 0
+//	family    starts a child that sleeps holding its output, prints the
+//	          child's pid, and sleeps itself
+//	sleep     sleeps for a minute
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv(helperEnv); mode {
 	case "":
@@ -36,6 +41,26 @@ func TestMain(m *testing.M) {
 	case "fail":
 		fmt.Fprintln(os.Stderr, "level=ERROR msg=\"cannot start\" err=\"bad flag\"")
 		os.Exit(3)
+	case "streams":
+		fmt.Fprintln(os.Stdout, "out 1")
+		fmt.Fprintln(os.Stderr, "err 1")
+		fmt.Fprintln(os.Stdout, "out 2")
+		fmt.Fprintln(os.Stdout, os.Getenv("TESTENV_VALUE"))
+		os.Exit(0)
+	case "family":
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), helperEnv+"=sleep")
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(child.Process.Pid)
+		time.Sleep(time.Minute) // not a wait: a program that hangs, killed by the test
+		os.Exit(0)
+	case "sleep":
+		time.Sleep(time.Minute) // not a wait: a program that hangs, killed by the test
+		os.Exit(0)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%s\n", helperEnv, mode)
 		os.Exit(2)
@@ -319,5 +344,143 @@ func TestPoll(t *testing.T) {
 	calls = 0
 	if Poll(ctx, time.Hour, func() bool { calls++; return false }) || calls != 1 {
 		t.Errorf("Poll on an ended context: true or %d calls, want false after 1", calls)
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records the message instead of
+// ending the test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
+
+// TestEventually: a condition that comes true passes silently after as many
+// checks as it took; one that never does fails the test with what was
+// awaited, why the wait ended and what was seen last.
+func TestEventually(t *testing.T) {
+	t.Parallel()
+	r := &fatalRecorder{TB: t}
+	calls := 0
+	Eventually(context.Background(), r, time.Millisecond, "three calls", func() (bool, string) {
+		calls++
+		return calls == 3, fmt.Sprint(calls)
+	})
+	if r.msg != "" || calls != 3 {
+		t.Errorf("a condition true at the third call: %d calls, failure %q", calls, r.msg)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	calls = 0
+	Eventually(ctx, r, 5*time.Millisecond, "the queue to drain", func() (bool, string) {
+		calls++
+		return false, fmt.Sprintf("%d items left", 7-calls)
+	})
+	if calls < 2 {
+		t.Errorf("a false condition was checked %d times in 30 ms at a 5 ms interval, want at least 2", calls)
+	}
+	for _, want := range []string{"for the queue to drain", context.DeadlineExceeded.Error(), fmt.Sprintf("last seen: %d items left", 7-calls)} {
+		if !strings.Contains(r.msg, want) {
+			t.Errorf("failure %q lacks %q", r.msg, want)
+		}
+	}
+}
+
+// Output separates the streams, CombinedOutput keeps their order, and both
+// pass env to the program on top of the test's environment.
+func TestOutput(t *testing.T) {
+	t.Parallel()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	env := []string{helperEnv + "=streams", "TESTENV_VALUE=from env"}
+	stdout, stderr, err := Output(ctx, env, bin)
+	if err != nil || string(stdout) != "out 1\nout 2\nfrom env\n" || string(stderr) != "err 1\n" {
+		t.Errorf("Output = %q, %q, %v; want the standard output's three lines and the error's one", stdout, stderr, err)
+	}
+	combined, err := CombinedOutput(ctx, env, bin)
+	if err != nil || string(combined) != "out 1\nerr 1\nout 2\nfrom env\n" {
+		t.Errorf("CombinedOutput = %q, %v; want the four lines in the order written", combined, err)
+	}
+	_, stderr, err = Output(ctx, []string{helperEnv + "=fail"}, bin, "-flag")
+	if err == nil || !strings.Contains(err.Error(), "-flag: exit status 3") || !strings.Contains(string(stderr), "bad flag") {
+		t.Errorf("a failing program: %v, stderr %q; want its arguments, exit status 3 and its output", err, stderr)
+	}
+}
+
+// When the context ends, Output kills the program's whole process group:
+// a child holding the output pipe does not keep it waiting (for exec.Cmd's
+// WaitDelay, 2 s).
+func TestOutputKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	stdout, _, err := Output(ctx, []string{helperEnv + "=family"}, bin)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
+		t.Errorf("Output = %v, want the deadline named", err)
+	}
+	if strings.TrimSpace(string(stdout)) == "" {
+		t.Errorf("no child pid printed: the program did not start its child")
+	}
+	if took >= 2*time.Second {
+		t.Errorf("Output returned after %s: the child kept the pipe open until WaitDelay", took)
+	}
+}
+
+// RunEnv passes env to the program.
+func TestRunEnv(t *testing.T) {
+	t.Parallel()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := RunEnv(t, []string{helperEnv + "=streams", "TESTENV_VALUE=run env"}, bin)
+	select {
+	case <-p.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the streams helper did not exit within a minute")
+	}
+	if p.Err() != nil || !strings.HasSuffix(p.Log(), "run env\n") {
+		t.Errorf("exit %v, log %q; want exit status 0 and the value last", p.Err(), p.Log())
+	}
+}
+
+// An installed program is looked up, not built: the first of its names
+// found on PATH; when none is, the test fails where the require variable
+// is set (and is skipped otherwise).
+func TestInstalledProgram(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	second := filepath.Join(dir, "browser-b")
+	if err := os.WriteFile(second, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := installedProgram{lookups: []string{"browser-a", "browser-b", "browser-c"}, requireEnv: "TESTENV_REQUIRE_BROWSER", installHint: "install.sh"}
+	if got := prog.find(t, "browser"); got != second {
+		t.Errorf("find = %q, want the first name found, %q", got, second)
+	}
+	if err := os.Remove(second); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(prog.requireEnv, "1")
+	r := &fatalRecorder{TB: t}
+	if got := prog.find(r, "browser"); got != "" || !strings.Contains(r.msg, "browser not found (tried browser-a, browser-b, browser-c) and TESTENV_REQUIRE_BROWSER is set (run install.sh)") {
+		t.Errorf("a missing program with its require variable set: %q, failure %q", got, r.msg)
+	}
+	if _, ok := installed["chromium"]; !ok {
+		t.Error("chromium is not among the installed programs")
 	}
 }

@@ -6,12 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
+	"os/signal"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
+	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
@@ -56,8 +56,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// serveSim serves the simulator on 127.0.0.1, prints its address on stdout
-// and exits when stdin closes.
+// serveSim serves the simulator on 127.0.0.1, logs its address on stdout
+// in the line testenv.ListenAddress knows, and exits on SIGTERM or SIGINT
+// (testenv's Stop).
 func serveSim(js string) int {
 	var cfg simserver.Config
 	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
@@ -93,9 +94,11 @@ func serveSim(js string) int {
 	if os.Getenv(simReadStampsEnv) == "" {
 		ln = simserver.Listener(ln)
 	}
+	stop, unnotify := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer unnotify()
 	go srv.Serve(ln)
-	fmt.Println(ln.Addr().String())
-	io.Copy(io.Discard, os.Stdin)
+	slog.New(slog.NewTextHandler(os.Stdout, nil)).Info("Listening on", "address", ln.Addr().String())
+	<-stop.Done()
 	cancel()
 	sim.Close()
 	srv.Close()
@@ -115,41 +118,16 @@ func startSimEnv(b *testing.B, cfg simserver.Config, env ...string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	bin, args := os.Args[0], []string{"-test.run=^$"}
 	if cpus := os.Getenv(simCPUsEnv); cpus != "" {
-		cmd = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^$")
+		bin, args = "taskset", append([]string{"-c", cpus, bin}, args...)
 	}
 	// The simulator keeps the default garbage collector settings when the
 	// benchmark is run with GOGC set (to measure the load generator's).
-	cmd.Env = append(append(os.Environ(), simEnv+"="+string(js), "GOGC="), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("simulator helper: %v", err)
-	}
-	return "http://" + strings.TrimSpace(addr) + "/v1"
+	p := testenv.RunEnv(b, append([]string{simEnv + "=" + string(js), "GOGC="}, env...), bin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return "http://" + p.MustAddress(ctx, b) + "/v1"
 }
 
 func newWorkload(outTokens int) *workload.Workload {

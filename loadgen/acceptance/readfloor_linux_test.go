@@ -1,22 +1,25 @@
 package acceptance
 
 import (
-	"bufio"
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
-// writerEnv, when set to N, makes the test binary a chunk writer: it accepts
-// N connections on 127.0.0.1 and writes one 206-byte HTTP chunk (an SSE
-// content event) to each every 5 ms, staggered, until stdin closes.
+// writerEnv, when set to N, makes the test binary a chunk writer: it logs
+// the address it listens on (testenv.ListenAddress's line), accepts N
+// connections on 127.0.0.1 and writes one 206-byte HTTP chunk (an SSE
+// content event) to each every 5 ms, staggered, until it is killed
+// (testenv's Stop: SIGTERM) or a connection closes.
 const writerEnv = "GPULENS_ACCEPTANCE_CHUNK_WRITER"
 
 // floorChunk is a vLLM-style content event as one HTTP chunk (206 bytes).
@@ -36,7 +39,7 @@ func writeChunks(streams int) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fmt.Println(ln.Addr().String())
+	slog.New(slog.NewTextHandler(os.Stdout, nil)).Info("Listening on", "address", ln.Addr().String())
 	conns := make([]net.Conn, 0, streams)
 	for len(conns) < streams {
 		c, err := ln.Accept()
@@ -45,20 +48,18 @@ func writeChunks(streams int) int {
 		}
 		conns = append(conns, c)
 	}
-	stop := make(chan struct{})
-	go func() { bufio.NewReader(os.Stdin).ReadByte(); close(stop) }()
 	const period = 5 * time.Millisecond
 	start := time.Now()
 	next := make([]time.Time, len(conns))
 	for i := range next {
 		next[i] = start.Add(period * time.Duration(i) / time.Duration(len(conns)))
 	}
+	// The next round's time: a timer, not a sleep in the loop (the pacing
+	// is the writer's job, not a wait for a condition).
+	tick := time.NewTimer(0)
+	defer tick.Stop()
 	for {
-		select {
-		case <-stop:
-			return 0
-		default:
-		}
+		<-tick.C
 		now := time.Now()
 		soonest := now.Add(period)
 		for i, c := range conns {
@@ -72,7 +73,7 @@ func writeChunks(streams int) int {
 				soonest = next[i]
 			}
 		}
-		time.Sleep(time.Until(soonest))
+		tick.Reset(time.Until(soonest))
 	}
 }
 
@@ -87,26 +88,19 @@ func BenchmarkReadFloor(b *testing.B) {
 	const streams = 512
 	for _, mode := range []string{"goroutines", "epoll"} {
 		b.Run(mode, func(b *testing.B) {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), writerEnv+"="+strconv.Itoa(streams))
-			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { stdin.Close(); cmd.Wait() }()
-			addr, err := bufio.NewReader(stdout).ReadString('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
+			writer := testenv.RunEnv(b, []string{writerEnv + "=" + strconv.Itoa(streams)}, os.Args[0], "-test.run=^$")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			addr := writer.MustAddress(ctx, b)
 			conns := make([]net.Conn, streams)
 			for i := range conns {
-				if conns[i], err = net.Dial("tcp", strings.TrimSpace(addr)); err != nil {
+				var err error
+				if conns[i], err = net.Dial("tcp", addr); err != nil {
 					b.Fatal(err)
 				}
 				defer conns[i].Close()
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // not a wait: the writer's first rounds before measuring
 			var bytes, reads int64
 			var used time.Duration
 			b.ResetTimer()

@@ -61,7 +61,7 @@ func sseServerSignals(t *testing.T, status int, ctype string, gap time.Duration,
 		w.WriteHeader(status)
 		for i, p := range pieces {
 			if i > 0 && gap > 0 {
-				time.Sleep(gap)
+				time.Sleep(gap) // not a wait: the gap between pieces is under test
 			}
 			if p == "<hangup>" {
 				hj, _ := w.(http.Hijacker)
@@ -222,10 +222,10 @@ func TestTimingAndAuth(t *testing.T) {
 		f := w.(http.Flusher)
 		io.WriteString(w, roleChunk) // role-only chunk right away: not a token
 		f.Flush()
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // not a wait: the time to the first token under test
 		io.WriteString(w, helloChunk)
 		f.Flush()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // not a wait: the gap between tokens under test
 		io.WriteString(w, worldChunk+usageChunk+done)
 		f.Flush()
 	}))

@@ -21,7 +21,7 @@ func TestHTTPSKernelTimestamps(t *testing.T) {
 		f := w.(http.Flusher)
 		io.WriteString(w, roleChunk)
 		f.Flush()
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // not a wait: the time to the first token under test
 		io.WriteString(w, helloChunk)
 		f.Flush()
 		io.WriteString(w, worldChunk+usageChunk+done)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/sse"
 )
@@ -100,7 +101,7 @@ func newRawServer(t *testing.T, answers ...[]string) *rawServer {
 							continue
 						}
 						if j > 0 {
-							time.Sleep(5 * time.Millisecond)
+							time.Sleep(5 * time.Millisecond) // not a wait: the pieces' pacing
 						}
 						if _, err := io.WriteString(nc, p); err != nil {
 							return
@@ -320,8 +321,14 @@ func TestH1ArrivalTimestamps(t *testing.T) {
 			// comment): exchanges go on until one is stamped, however long
 			// that takes on a busy machine. The deadline only stops a
 			// broken test from hanging.
-			deadline := time.Now().Add(time.Minute)
-			for round := 0; ; round++ {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			rounds := 0
+			testenv.Eventually(ctx, t, time.Millisecond, "an exchange with the expected kind of timestamp", func() (bool, string) {
+				if rounds == len(answers) {
+					t.Fatalf("no kernel timestamp after %d exchanges", rounds)
+				}
+				rounds++
 				resp, err := p.roundTrip(context.Background(), "/v1/chat/completions", nil, []byte("{}"), time.Now().Add(time.Minute))
 				if err != nil {
 					t.Fatal(err)
@@ -338,10 +345,7 @@ func TestH1ArrivalTimestamps(t *testing.T) {
 				_, _ = io.Copy(io.Discard, resp.body)
 				resp.body.Close()
 				if tc.kernel && !kernel {
-					if round == len(answers)-1 || time.Now().After(deadline) {
-						t.Fatalf("no kernel timestamp after %d exchanges", round+1)
-					}
-					continue
+					return false, fmt.Sprintf("%d exchanges, none with a kernel timestamp", rounds)
 				}
 				if kernel != tc.kernel {
 					t.Errorf("Kernel() = %v, want %v", kernel, tc.kernel)
@@ -350,8 +354,8 @@ func TestH1ArrivalTimestamps(t *testing.T) {
 					t.Errorf("first event at %v, the read started at %v: before = %v, want %v",
 						ev.At.Format(time.StampNano), readStart.Format(time.StampNano), before, tc.kernel)
 				}
-				break
-			}
+				return true, ""
+			})
 		})
 	}
 }

@@ -4,33 +4,22 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // findChromium returns a headless-capable Chromium, or skips the test
 // unless GPULENS_REQUIRE_CHROMIUM is set (then it fails). -short skips it
-// always (the inner loop, make check).
+// always (the inner loop, make check). See testenv.Binaries.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs Chromium")
-	}
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("GPULENS_REQUIRE_CHROMIUM") != "" {
-		t.Fatal("chromium not found and GPULENS_REQUIRE_CHROMIUM is set (run scripts/ensure-chromium.sh)")
-	}
-	t.Skip("chromium not found; set GPULENS_REQUIRE_CHROMIUM=1 to make this a failure")
-	return ""
+	return testenv.Binary(t, "chromium")
 }
 
 // runChromium opens file in headless Chromium with extra arguments and
@@ -43,15 +32,13 @@ func runChromium(t *testing.T, bin, file string, extra ...string) (string, strin
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}, extra...)
 	args = append(args, "file://"+file)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// Keep Chromium away from the user's profile, caches and any display.
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir(), "DISPLAY=")
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\nstderr:\n%s", err, stderr.String())
+	env := []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(), "XDG_CACHE_HOME=" + t.TempDir(), "DISPLAY="}
+	stdout, stderr, err := testenv.Output(ctx, env, bin, args...)
+	if err != nil {
+		t.Fatalf("chromium: %v\nstderr:\n%s", err, stderr)
 	}
-	return stdout.String(), stderr.String()
+	return string(stdout), string(stderr)
 }
 
 func consoleLines(stderr string) []string {

@@ -135,6 +135,7 @@ func measured(d *report.Document) []report.Run {
 // its own start, as the schedule's offsets do), sorted by index, and
 // summarising them gives the merged summary.
 func TestMergeEmbedRequests(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		workers func(t *testing.T, dir string) []Input
@@ -238,6 +239,7 @@ func leaves(idx ...int) (ts []tree) {
 // unmerged reports together — the final merge is the same report, records
 // included, as merging all the workers' reports at once.
 func TestMergeHierarchical(t *testing.T) {
+	t.Parallel()
 	workers := map[string]func(t *testing.T, dir string) []Input{
 		"open":   func(t *testing.T, dir string) []Input { return openWorkers(t, dir, 400, 4) },
 		"closed": func(t *testing.T, dir string) []Input { return closedWorkers(t, dir, []int{1, 2, 3, 4}) },
@@ -317,6 +319,7 @@ func TestMergeHierarchical(t *testing.T) {
 // TestMergePartial checks what a merge of some of the shards says about
 // itself, and what a later merge of merged reports requires.
 func TestMergePartial(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := openWorkers(t, dir, 400, 4)
 	half, err := Merge(in[:2], Options{EmbedRequests: true})

@@ -53,6 +53,7 @@ func synth(k int, off time.Duration) report.Record {
 // shard's report to disk, merges them, and checks that the merged summary
 // is exactly the one a single process gets for the whole schedule.
 func TestShardsMergeToOneProcess(t *testing.T) {
+	t.Parallel()
 	const (
 		n      = 1000
 		shards = 4
@@ -148,6 +149,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 }
 
 func TestMergeRejects(t *testing.T) {
+	t.Parallel()
 	run := func(shard string, recs []report.Record, seed int64) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: seed, Model: "m"}, Runs: []report.Run{{
 			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: report.ModeOpen, Rate: 1, Shard: shard, Seed: seed},
@@ -192,6 +194,7 @@ func TestMergeRejects(t *testing.T) {
 // per worker, 2 repeats) from two workers: users add up, every repeat is
 // merged and each level gets its aggregate.
 func TestMergeSweepRepeats(t *testing.T) {
+	t.Parallel()
 	worker := func(shard int) Input {
 		d := &report.Document{Metadata: report.Metadata{Command: "sweep", Model: "m", Seed: 3}}
 		for _, level := range []float64{2, 4} {
@@ -237,6 +240,7 @@ func TestMergeSweepRepeats(t *testing.T) {
 // conversation from the wrong shard, and recomputes the turn summary over
 // the union.
 func TestMergeMultiTurnShards(t *testing.T) {
+	t.Parallel()
 	ms := func(d float64) time.Duration { return time.Duration(d * float64(time.Millisecond)) }
 	run := func(shard string, recs []report.Record) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m"}, Runs: []report.Run{{

@@ -13,6 +13,7 @@ import (
 // (no single nonce replays the merged run), and counts the records of
 // requests interrupted on a worker as interrupted, not as failures.
 func TestMergeNoncesAndInterrupted(t *testing.T) {
+	t.Parallel()
 	worker := func(shard, nonce string, recs ...report.Record) *report.Document {
 		return &report.Document{Metadata: report.Metadata{Command: "run", Seed: 1, Model: "m", PromptNonce: nonce}, Runs: []report.Run{{
 			Name: "rate=1", Level: 1, Repeat: 1, Settings: report.Settings{Mode: report.ModeOpen, Rate: 1, Shard: shard, Seed: 1, Prompts: report.PromptsDistinct},

@@ -52,7 +52,7 @@ func TestFIFOLateReader(t *testing.T) {
 	content := strings.Repeat("0123456789abcdef", 16<<10) // 256 KiB: more than a pipe holds
 	got := make(chan string, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // not a wait: the reader comes late on purpose
 		f, err := os.Open(fifo)
 		if err != nil {
 			got <- err.Error()

@@ -46,7 +46,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.prompts = append(f.prompts, body.Messages[0].Content)
 	f.mu.Unlock()
 	if d := time.Duration(f.stall.Load()); d > 0 {
-		time.Sleep(d)
+		time.Sleep(d) // not a wait: a stalled server, as injected
 	}
 	if f.fail[n] {
 		http.Error(w, `{"error":{"message":"injected"}}`, 500)
@@ -57,7 +57,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now().UnixNano()
 	io.WriteString(w, `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}`+"\n\n")
 	fl.Flush()
-	time.Sleep(f.ttft)
+	time.Sleep(f.ttft) // not a wait (nor below): the fake server's paced answer
 	var times []int64
 	for c := 0; c < f.chunks; c++ {
 		if c > 0 {

@@ -32,6 +32,7 @@ func nvmlFree(lib nvml.Interface) gpuprobe.FreeMemoryFunc {
 // nearly full, and says why; on a DEFAULT GPU it measures its context's
 // memory as the model's figure.
 func TestProbeComputeModeAndFreeMemory(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - {count: 1, model: h100-sxm5-80gb, memory_used: 10}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestFaultyScenario(t *testing.T) {
+	t.Parallel()
 	_, lib, clk := newTestFleet(t, mustLoad(t, "faulty"), 3)
 	clk.Set(10 * time.Second)
 
@@ -111,6 +112,7 @@ func newWatchedFleet(t testing.TB, sc *Scenario, seed int64) (nvml.Interface, *t
 // slow or hang delay that applies to it. Sleeps only overrun, so the gaps
 // between these reads are lower bounds; which reads happen is exact.
 func TestHangAndLatency(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 call_latency: 20ms
 devices:
@@ -170,6 +172,7 @@ faults:
 }
 
 func TestXIDEvents(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - {count: 3, model: h100-sxm5-80gb, util: 50}
@@ -244,6 +247,7 @@ faults:
 }
 
 func TestXIDWaitRealClock(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - {model: h100-sxm5-80gb}
@@ -305,6 +309,7 @@ faults:
 }
 
 func TestRandomXIDsSeeded(t *testing.T) {
+	t.Parallel()
 	sc := mustLoad(t, "dgx-h100")
 	count := func(seed int64) []uint64 {
 		_, lib, clk := newTestFleet(t, sc, seed)

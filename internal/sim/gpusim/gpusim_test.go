@@ -11,6 +11,7 @@ import (
 )
 
 func TestMinimalExactValues(t *testing.T) {
+	t.Parallel()
 	_, lib, clk := newTestFleet(t, mustLoad(t, "minimal"), 1)
 	clk.Set(10 * time.Second)
 
@@ -126,6 +127,7 @@ func TestMinimalExactValues(t *testing.T) {
 }
 
 func TestUninitialised(t *testing.T) {
+	t.Parallel()
 	f, err := New(mustLoad(t, "minimal"), Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +150,7 @@ func TestUninitialised(t *testing.T) {
 }
 
 func TestDeterminism(t *testing.T) {
+	t.Parallel()
 	sc := mustLoad(t, "dgx-h100")
 	_, libA, clkA := newTestFleet(t, sc, 42)
 	_, libB, clkB := newTestFleet(t, sc, 42)
@@ -188,6 +191,7 @@ func TestDeterminism(t *testing.T) {
 }
 
 func TestDGXH100Ranges(t *testing.T) {
+	t.Parallel()
 	_, lib, clk := newTestFleet(t, mustLoad(t, "dgx-h100"), 7)
 	var minP, maxP, minT, maxT uint32 = 1 << 31, 0, 1 << 31, 0
 	var sawIdle, sawCap bool
@@ -226,6 +230,7 @@ func TestDGXH100Ranges(t *testing.T) {
 }
 
 func TestCountersMonotonic(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - count: 2
@@ -283,6 +288,7 @@ devices:
 }
 
 func TestFanOnPCIeOnly(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - {model: a100-pcie-40gb, util: 100, power: 250}

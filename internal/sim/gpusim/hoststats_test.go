@@ -49,6 +49,7 @@ tenants:
 // its restart; I/O is absent where io_readable is false; a tenant without
 // a host section and an unknown pid are not known.
 func TestProcessUsageExactValues(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, hostScenario)
 	for _, speed := range []float64{1, 4} {
 		clk := newTestClock()
@@ -112,6 +113,7 @@ func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 // time and two fleets with the same seed agree; without a host section the
 // host is unknown.
 func TestHostCountersNeverDecrease(t *testing.T) {
+	t.Parallel()
 	sc := mustLoad(t, "starved-loader")
 	a, _, clkA := newTestFleet(t, sc, 7)
 	b, _, clkB := newTestFleet(t, sc, 7)
@@ -145,6 +147,7 @@ func TestHostCountersNeverDecrease(t *testing.T) {
 }
 
 func TestHostValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, yml, want string }{
 		{"tenant host without cpu", `
 devices: [{model: h100-sxm5-80gb}]

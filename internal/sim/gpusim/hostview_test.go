@@ -56,6 +56,7 @@ func readHostFacts(t *testing.T, d nvml.Device) hostFacts {
 }
 
 func TestHostViewCalls(t *testing.T) {
+	t.Parallel()
 	const ns = nvml.ERROR_NOT_SUPPORTED
 	on, off := nvml.FEATURE_ENABLED, nvml.FEATURE_DISABLED
 	h100 := hostFacts{Virt: nvml.GPU_VIRTUALIZATION_MODE_NONE, CurGen: 5, MaxGen: 5, CurWidth: 16, MaxW: 16,
@@ -120,6 +121,7 @@ devices:
 // TestHostViewEccOff: with ECC disabled the error counters are not
 // available, as on a real board.
 func TestHostViewEccOff(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := newTestFleet(t, mustParse(t, "devices: [{model: a100-pcie-40gb, ecc_mode: false}]"), 1)
 	d := handle(t, lib, 0)
 	if _, r := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); r != nvml.ERROR_NOT_SUPPORTED {
@@ -132,6 +134,7 @@ func TestHostViewEccOff(t *testing.T) {
 }
 
 func TestRetiredPagesArgs(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := newTestFleet(t, mustLoad(t, "minimal"), 1)
 	d := handle(t, lib, 0)
 	tests := []struct {
@@ -155,6 +158,7 @@ func TestRetiredPagesArgs(t *testing.T) {
 // TestHostViewFaults: the scenario's faults, a lost GPU and a library that is
 // not initialised apply to the new calls like to every other.
 func TestHostViewFaults(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - count: 2
@@ -215,6 +219,7 @@ func readLost(d nvml.Device) map[string]nvml.Return {
 // TestHostViewOnMigHandles: a MIG handle answers with its GPU's values
 // instead of panicking like an unset mock method.
 func TestHostViewOnMigHandles(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := newTestFleet(t, mustLoad(t, "mig-mixed"), 1)
 	parent := handle(t, lib, 0)
 	mig, r := parent.GetMigDeviceHandleByIndex(2)
@@ -240,6 +245,7 @@ func TestHostViewOnMigHandles(t *testing.T) {
 // TestThrottledClocks: rented-throttled's clocks and reasons under its
 // tenant's load, and the probe slowdown derived by the same rules.
 func TestThrottledClocks(t *testing.T) {
+	t.Parallel()
 	f, lib, clk := newTestFleet(t, mustLoad(t, "rented-throttled"), 1)
 	d := handle(t, lib, 0)
 	wantSlow := math.Sqrt((340.0-68)/(700-68)) * 0.9 // 0.590
@@ -268,6 +274,7 @@ func TestThrottledClocks(t *testing.T) {
 }
 
 func TestProbeSlowdown(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yml string
 		want      float64
@@ -291,6 +298,7 @@ func TestProbeSlowdown(t *testing.T) {
 }
 
 func TestNeighbourWindows(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		n    neighbourSpec
@@ -321,6 +329,7 @@ func TestNeighbourWindows(t *testing.T) {
 }
 
 func TestParseHostViewAndProbeErrors(t *testing.T) {
+	t.Parallel()
 	h100 := "devices:\n  - model: h100-sxm5-80gb\n"
 	tests := []struct {
 		name, yml, want string

@@ -9,6 +9,7 @@ import (
 
 // A device group's price_usd_per_hour prices each of its GPUs, found by UUID.
 func TestPrices(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `devices:
   - {count: 2, model: h100-sxm5-80gb, price_usd_per_hour: 3.5}
   - {count: 1, model: a30-pcie-24gb}
@@ -40,6 +41,7 @@ func TestPrices(t *testing.T) {
 }
 
 func TestPriceErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ yml, want string }{
 		{"devices:\n  - model: a30-pcie-24gb\n    price_usd_per_hour: -1\n", "s.yaml:3: devices[0].price_usd_per_hour: price -1 USD per GPU-hour must be between 0 and 1000"},
 		{"devices:\n  - model: a30-pcie-24gb\n    price_usd_per_hour: 1500\n", "s.yaml:3: devices[0].price_usd_per_hour: price 1500 USD per GPU-hour must be between 0 and 1000"},
@@ -56,6 +58,7 @@ func TestPriceErrors(t *testing.T) {
 // mixed-fleet's prices and layout are the ones its header (and the worked
 // example of docs/cost.md) computes with.
 func TestMixedFleetPrices(t *testing.T) {
+	t.Parallel()
 	fleet, _, _ := newTestFleet(t, mustLoad(t, "mixed-fleet"), 1)
 	want := []struct {
 		name  string

@@ -17,6 +17,7 @@ import (
 // time, FLOP/s) describe the same contention, as
 // scripts/real-gpu-validate.sh --sim asserts end to end.
 func TestValidateScenario(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		pids   []uint32
 		sm     []uint32 // the processes' utilisation samples at that time
@@ -91,6 +92,7 @@ func TestValidateScenario(t *testing.T) {
 // invisible neighbour; per MIG instance, only that instance's tenants
 // count; a GPU busy with nobody listed takes its busy share.
 func TestProbeTenantsShare(t *testing.T) {
+	t.Parallel()
 	f, _, _ := newTestFleet(t, mustParse(t, `
 devices:
   - model: h100-sxm5-80gb

@@ -16,6 +16,7 @@ import (
 // devices (the MIG instances of a GPU in MIG mode), with the same UUIDs, PCI
 // bus ids, names and memory.
 func TestProbeDriverIdentity(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"dgx-h100", "mig-mixed", "demo", "rented-vgpu", "rented-dedicated"} {
 		t.Run(name, func(t *testing.T) {
 			f, lib, clk := newTestFleet(t, mustLoad(t, name), 3)
@@ -91,6 +92,7 @@ func within(got, want, rel float64) bool { return math.Abs(got-want) <= rel*math
 // its SM utilisation, which the test reads from NVML's samples at that
 // time: stolen = neighbour + min(sm, (1 − neighbour)/2).
 func TestProbeRentedScenarios(t *testing.T) {
+	t.Parallel()
 	const gib = 1 << 30
 	h100 := h100Probe
 	type figures struct {
@@ -179,6 +181,7 @@ func TestProbeRentedScenarios(t *testing.T) {
 
 // TestProbeVgpuQuarter: the vGPU guest sees a quarter of the board.
 func TestProbeVgpuQuarter(t *testing.T) {
+	t.Parallel()
 	f, _, _ := newTestFleet(t, mustLoad(t, "rented-vgpu"), 1)
 	devs, err := gpuprobe.New(f.ProbeDriver(), gpuprobe.Options{}).Devices(context.Background())
 	if err != nil || len(devs) != 1 {
@@ -192,6 +195,7 @@ func TestProbeVgpuQuarter(t *testing.T) {
 // TestProbeDevicesScaling: the current PCIe link scales host copies, MIG
 // instances their share of SMs and memory.
 func TestProbeDevicesScaling(t *testing.T) {
+	t.Parallel()
 	f, _, _ := newTestFleet(t, mustParse(t, `
 devices:
   - model: a100-sxm4-80gb
@@ -229,6 +233,7 @@ devices:
 // TestProbeDeviceFunctions: UsedByOthers, Slowdown and Neighbour follow the
 // fleet's sim time, as NVML does.
 func TestProbeDeviceFunctions(t *testing.T) {
+	t.Parallel()
 	f, lib, clk := newTestFleet(t, mustLoad(t, "demo"), 1)
 	devs := f.probeDevices()
 	gpu1 := devs[1]

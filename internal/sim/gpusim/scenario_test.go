@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file string
 		want []string // every line of the error, exactly
@@ -67,6 +68,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseInline(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yml, want string
 	}{
@@ -101,6 +103,7 @@ func TestParseInline(t *testing.T) {
 }
 
 func TestParseCustom(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("testdata/custom.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +127,7 @@ func TestParseCustom(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	want := []string{"dgx-h100", "faulty", "minimal"}
 	for _, n := range want {
 		found := false
@@ -148,6 +152,7 @@ func TestLoad(t *testing.T) {
 // built-in scenario at several times: nothing may panic (an unset mock
 // method would), and healthy devices answer SUCCESS.
 func TestBuiltinsEveryCall(t *testing.T) {
+	t.Parallel()
 	for _, name := range BuiltinNames() {
 		t.Run(name, func(t *testing.T) {
 			sc := mustLoad(t, name)

@@ -12,6 +12,7 @@ import (
 // fleet's clock, and so does everything measured in sim time: the tenants'
 // timeline, the wall times of process samples, XID events and fault delays.
 func TestSpeed(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []float64{-1, MaxSpeed + 1, math.NaN(), math.Inf(1)} {
 		if _, err := New(mustLoad(t, "minimal"), Options{Speed: bad}); err == nil {
 			t.Errorf("speed %v accepted", bad)
@@ -62,6 +63,7 @@ tenants:
 // TestSpeedRealTime: fault delays and the wait for an XID last their sim
 // duration divided by the speed, in real time.
 func TestSpeedRealTime(t *testing.T) {
+	// Serial: it bounds real time from above (3 s for a 300 ms hang).
 	sc := mustParse(t, `
 devices:
   - {model: h100-sxm5-80gb}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseStart(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		in   string
@@ -56,6 +57,7 @@ func TestParseStart(t *testing.T) {
 // start read the same sim time and the same values, as the exporter and
 // gpulens-verify given the same --sim.start do.
 func TestSharedStart(t *testing.T) {
+	t.Parallel()
 	clk := newTestClock()
 	start := epoch.Add(-3 * time.Second)
 	_, libA := newFleetOn(t, mustLoad(t, "validate"), 1, clk.Now)

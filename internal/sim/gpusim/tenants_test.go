@@ -10,6 +10,7 @@ import (
 )
 
 func TestNoisyNeighbourTenants(t *testing.T) {
+	t.Parallel()
 	f, lib, clk := newTestFleet(t, mustLoad(t, "noisy-neighbour"), 1)
 	d := handle(t, lib, 0)
 	const mi = uint64(1 << 20)
@@ -78,6 +79,7 @@ func TestNoisyNeighbourTenants(t *testing.T) {
 }
 
 func TestProcessUtilizationSamples(t *testing.T) {
+	t.Parallel()
 	_, lib, clk := newTestFleet(t, mustLoad(t, "noisy-neighbour"), 1)
 	d := handle(t, lib, 0)
 	clk.Set(3*time.Minute + 50*time.Millisecond)
@@ -111,6 +113,7 @@ func TestProcessUtilizationSamples(t *testing.T) {
 }
 
 func TestVRAMLeakRestarts(t *testing.T) {
+	t.Parallel()
 	f, lib, clk := newTestFleet(t, mustLoad(t, "vram-leak"), 1)
 	d := handle(t, lib, 0)
 	tests := []struct {
@@ -139,6 +142,7 @@ func TestVRAMLeakRestarts(t *testing.T) {
 }
 
 func TestMIGMixed(t *testing.T) {
+	t.Parallel()
 	_, lib, clk := newTestFleet(t, mustLoad(t, "mig-mixed"), 1)
 	clk.Set(2 * time.Minute)
 	d := handle(t, lib, 0)
@@ -193,6 +197,7 @@ func TestMIGMixed(t *testing.T) {
 }
 
 func TestGPMMetrics(t *testing.T) {
+	t.Parallel()
 	sc := mustParse(t, `
 devices:
   - {model: h100-sxm5-80gb, mig: [3g.40gb, 4g.40gb]}
@@ -289,6 +294,7 @@ tenants:
 }
 
 func TestFleetNodes(t *testing.T) {
+	t.Parallel()
 	sc := mustLoad(t, "fleet")
 	if sc.DeviceCount() != 64 || len(sc.Nodes()) != 8 || sc.Nodes()[3] != "node-3" {
 		t.Fatalf("fleet: %d devices, nodes %v", sc.DeviceCount(), sc.Nodes())

@@ -91,6 +91,7 @@ func near(t *testing.T, what string, got, want time.Duration, tol float64) {
 }
 
 func TestClockAndStream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, testDevice())
 	d := f.d
 	out := f.alloc(4096)
@@ -150,6 +151,7 @@ func TestClockAndStream(t *testing.T) {
 }
 
 func TestFigures(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		slow  float64
@@ -183,6 +185,7 @@ func TestFigures(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
+	t.Parallel()
 	dev := testDevice()
 	dev.UsedByOthers = func(time.Time) uint64 { return 256 << 20 }
 	f := newFixture(t, dev)
@@ -239,6 +242,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestModules(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		major, minor int
@@ -281,6 +285,7 @@ func TestModules(t *testing.T) {
 }
 
 func TestLaunchChecks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, testDevice())
 	d := f.d
 	out := f.alloc(1024)
@@ -313,6 +318,7 @@ func TestLaunchChecks(t *testing.T) {
 }
 
 func TestLifecycleErrors(t *testing.T) {
+	t.Parallel()
 	d := New([]Device{testDevice()}, Options{Now: func() time.Time { return base }})
 	_, err := d.DeviceCount()
 	wantCode(t, "before cuInit", err, gpuprobe.CUDAErrNotInitalized)
@@ -344,6 +350,7 @@ func TestLifecycleErrors(t *testing.T) {
 }
 
 func TestFailCall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, testDevice())
 	d := f.d
 	out := f.alloc(1 << 16)
@@ -373,6 +380,7 @@ func TestFailCall(t *testing.T) {
 }
 
 func TestHangCall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, testDevice())
 	d := f.d
 	release := d.HangCall("cuCtxSynchronize")
@@ -413,6 +421,7 @@ func stolenRecords(raw []byte, blocks, maxGaps int) [][]uint64 {
 }
 
 func TestSimulateStolen(t *testing.T) {
+	t.Parallel()
 	const window = 100 * time.Millisecond
 	seq := func() func() float64 { // a fixed "random" sequence
 		x := 0.0
@@ -488,6 +497,7 @@ func TestSimulateStolen(t *testing.T) {
 // TestStolenStartsInSlice: a block launched while the neighbour holds the
 // GPU starts when the slice ends; its first reading is after it.
 func TestStolenStartsInSlice(t *testing.T) {
+	t.Parallel()
 	gaps := []interval{{base.UnixNano() - 1000, base.UnixNano() + 5000}}
 	rec, end := stolenBlock(stolenRun{window: time.Millisecond, threshold: 10 * time.Microsecond, resolution: 100, maxGaps: 2}, gaps, base.UnixNano())
 	if int64(rec[0]) != base.UnixNano()+5000 || rec[2] != 0 || end != base.UnixNano()+5000+int64(time.Millisecond) {

@@ -28,6 +28,7 @@ func parse(t *testing.T, speed bool, args ...string) (*Flags, error) {
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func TestFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		speed bool
@@ -72,6 +73,7 @@ func TestFlags(t *testing.T) {
 }
 
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	f, err := parse(t, true, "--sim.scenario=mixed-fleet", "--sim.seed=3")
 	if err != nil {
 		t.Fatal(err)

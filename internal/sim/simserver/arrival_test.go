@@ -19,6 +19,7 @@ import (
 // (here: a wrapper sleeps 100 ms first) is stamped when it arrived, not
 // when it was served. Without them it is stamped when the handler started.
 func TestArrivalIsTheKernelReceiveTime(t *testing.T) {
+	// Serial: it compares arrival stamps with wall-clock delays.
 	if runtime.GOOS != "linux" {
 		t.Skip("kernel receive timestamps are implemented on Linux only")
 	}
@@ -45,7 +46,7 @@ func TestArrivalIsTheKernelReceiveTime(t *testing.T) {
 			var entered, served atomic.Int64
 			late := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				entered.Store(time.Now().UnixNano())
-				time.Sleep(delay)
+				time.Sleep(delay) // not a wait: the request must wait in the socket this long
 				served.Store(time.Now().UnixNano())
 				s.Handler().ServeHTTP(w, r)
 			})

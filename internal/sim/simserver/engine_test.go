@@ -55,6 +55,7 @@ func ms(v ...float64) []time.Duration {
 }
 
 func TestEngineSchedules(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, tc := range []struct {
 		name string
@@ -133,6 +134,7 @@ func TestEngineSchedules(t *testing.T) {
 }
 
 func TestEngineDropsGoneRequests(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	cfg := Config{DecodeBase: 10 * time.Millisecond, MaxBatch: 1}
 	if err := cfg.Validate(); err != nil {
@@ -161,6 +163,7 @@ func TestEngineDropsGoneRequests(t *testing.T) {
 }
 
 func TestGeometric(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n, mean = 200000, 50
 	sum := 0
@@ -180,6 +183,7 @@ func TestGeometric(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		mod  func(*Config)
@@ -213,6 +217,7 @@ func TestConfigValidate(t *testing.T) {
 // with jitter: the same seed gives the same schedule to the nanosecond, a
 // different seed another one, and every delay stays within ±jitter.
 func TestEngineJitterDeterministic(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	schedule := func(cfg Config) [][]time.Duration {
 		if err := cfg.Validate(); err != nil {

@@ -41,6 +41,7 @@ func exposition(util0, util1 float64) string {
 }
 
 func TestNeighbourUtilization(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		gpu, pid string
 		want     float64
@@ -79,6 +80,7 @@ func abs(x float64) float64 {
 }
 
 func TestSetSlowdownClamps(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +99,7 @@ func TestSetSlowdownClamps(t *testing.T) {
 // A slowdown stretches every engine step (batching) and every token delay
 // (fixed mode) from the next one on.
 func TestSlowdownStretchesSchedule(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, tc := range []struct {
 		name string
@@ -179,6 +182,7 @@ func (f *fakeExporter) set(util float64, status int) {
 // leaving speeds it up, and when the exporter cannot be read the last
 // reading holds for StaleAfter, then the server runs as if alone.
 func TestGPUTieFollowsExporter(t *testing.T) {
+	// Serial: it times the tie's reads and staleness on the wall clock.
 	exp := &fakeExporter{status: http.StatusOK}
 	srv := httptest.NewServer(exp)
 	defer srv.Close()
@@ -196,6 +200,8 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 	}
 	exp.set(0.7, http.StatusServiceUnavailable)
 	failed := time.Now()
+	// Not a wait for a condition: the slowdown must hold through these
+	// reads of the failing exporter.
 	time.Sleep(300 * time.Millisecond)
 	if got := s.Slowdown(); got != 1.7 {
 		t.Errorf("right after the exporter failed: slowdown %v, want the last reading 1.7", got)
@@ -213,6 +219,7 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 }
 
 func TestGPUTieValidate(t *testing.T) {
+	t.Parallel()
 	good := GPUTie{ExporterURL: "http://127.0.0.1:9842/metrics", GPU: "0", Interval: time.Second, StaleAfter: 5 * time.Second}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
@@ -235,6 +242,7 @@ func TestGPUTieValidate(t *testing.T) {
 }
 
 func TestNewProbeSpan(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	unix := func(d time.Duration) float64 { return float64(now.Add(d).UnixNano()) / 1e9 }
 	for _, tc := range []struct {
@@ -276,6 +284,7 @@ func TestNewProbeSpan(t *testing.T) {
 // time, once per run, although its PID is in no process metric; not on a
 // MIG instance.
 func TestGPUTieAddsProbe(t *testing.T) {
+	// Serial: it times the probe's span on the wall clock.
 	exp := &fakeExporter{status: http.StatusOK, util: 0.5}
 	srv := httptest.NewServer(exp)
 	defer srv.Close()
@@ -296,6 +305,8 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	exp.setProbe(time.Now().Add(-time.Minute), 250*time.Millisecond)
 	runTie(t, tie, s)
 	waitSlowdown(t, s, "the neighbour at 50 %", 1.5)
+	// Not a wait for a condition: the old run must stay unapplied through
+	// these reads.
 	time.Sleep(300 * time.Millisecond)
 	if got := testutil.ToFloat64(s.metrics.probeSpans); got != 0 {
 		t.Fatalf("a probe run a minute before the tie started: gpulens_sim_gpu_probe_runs_total %v, want 0", got)
@@ -311,7 +322,7 @@ func TestGPUTieAddsProbe(t *testing.T) {
 	if got := ended.Sub(began); got < span/2 || got > span+time.Second {
 		t.Errorf("the probe slowed the server for %s, want its GPU time %s", got, span)
 	}
-	time.Sleep(500 * time.Millisecond) // several reads of the same run
+	time.Sleep(500 * time.Millisecond) // not a wait: several reads of the same run must not apply it again
 	if abs(s.Slowdown()-1.5) > 1e-12 {
 		t.Errorf("the same run read again: slowdown %v, want 1.5", s.Slowdown())
 	}

@@ -25,6 +25,7 @@ func chatBody(extra string) string {
 }
 
 func TestNonStreaming(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{Seed: 3, FixedTTFT: time.Millisecond, FixedITL: 100 * time.Microsecond, OutputTokensMean: 1000})
 	for _, tc := range []struct {
 		name, path, body string
@@ -85,6 +86,7 @@ func TestNonStreaming(t *testing.T) {
 // TestOutputLengths checks seeded lengths without ignore_eos, the
 // max_tokens cap, ignore_eos and the server's cap.
 func TestOutputLengths(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{Seed: 11, FixedTTFT: time.Microsecond, OutputTokensMean: 20, MaxOutputTokens: 64})
 	lengths := func(extra string, n int) ([]int, []string) {
 		var ls []int
@@ -136,6 +138,7 @@ func TestOutputLengths(t *testing.T) {
 // TestDeterministic sends the same request sequence to two servers with the
 // same seed and one with another seed.
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	run := func(seed uint64) []string {
 		_, url := startServer(t, Config{Seed: seed, FixedTTFT: time.Microsecond, OutputTokensMean: 30, ErrorRate: 0.2})
 		var out []string
@@ -234,6 +237,7 @@ func streamTimes(t testing.TB, url, body string) (time.Time, []time.Time, *SimIn
 // 9 ms). The schedule itself is checked to the nanosecond, on an injected
 // clock, by TestEngineSchedules.
 func TestBatchingITL(t *testing.T) {
+	// Serial: it checks inter-token latencies measured on the wall clock.
 	const streams, tokens = 4, 40
 	const step = 6*time.Millisecond + streams*time.Millisecond
 	s, url, run := startGatedServer(t, Config{Seed: 1, DecodeBase: 6 * time.Millisecond, DecodePerSeq: time.Millisecond, TokensPerChunk: 1})
@@ -286,6 +290,7 @@ func TestBatchingITL(t *testing.T) {
 // TestFixedModeTokenChunks checks TTFT and token-level ITL in fixed mode
 // with 3 tokens per chunk: chunks 15 ms apart carry 3 tokens each.
 func TestFixedModeTokenChunks(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 30 * time.Millisecond, FixedITL: 5 * time.Millisecond, TokensPerChunk: 3, RoleChunk: true})
 	start, times, si, err := streamTimes(t, url+"/v1/completions", `{"model":"gpulens-sim","prompt":"hi","max_tokens":31,"ignore_eos":true,"stream":true}`)
 	if err != nil {
@@ -331,6 +336,9 @@ func TestFixedModeTokenChunks(t *testing.T) {
 // batch. The first asks for a billion tokens, so that it holds its slot
 // until the test lets it go, however slowly the others are sent.
 func TestQueueFull(t *testing.T) {
+	// Parallel: its checks on time are causal (lower bounds), which load
+	// cannot break.
+	t.Parallel()
 	_, url := startServer(t, Config{Seed: 1, FixedTTFT: 10 * time.Millisecond, FixedITL: 10 * time.Millisecond, MaxBatch: 1, MaxQueue: 1})
 	open := func(ctx context.Context, maxTokens int) (*http.Response, *bufio.Reader) {
 		req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions",
@@ -438,6 +446,7 @@ func counterValue(t testing.TB, mfs map[string]*dto, name, label, value string) 
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("error rate", func(t *testing.T) {
 		_, url := startServer(t, Config{FixedTTFT: time.Millisecond, ErrorRate: 1})
 		resp, body := post(t, url+"/v1/chat/completions", chatBody(`,"stream":true`))
@@ -493,6 +502,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestRequestErrors(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, KVCapacityTokens: 100})
 	for _, tc := range []struct {
 		name, path, body string
@@ -535,6 +545,7 @@ func TestRequestErrors(t *testing.T) {
 }
 
 func TestModelsHealthMetrics(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{Model: "llama-8b", FixedTTFT: time.Millisecond, FixedITL: time.Millisecond})
 	resp, err := http.Get(url + "/health")
 	if err != nil {
@@ -610,6 +621,7 @@ func get(t testing.TB, url string) (*http.Response, []byte) {
 // tokens to go, the abandoned stream would hold the slot for days: the
 // second request can only finish if it was freed.
 func TestClientGoneFreesCapacity(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, FixedITL: 5 * time.Millisecond, MaxBatch: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"model":"gpulens-sim","prompt":"x","max_tokens":1000000000,"ignore_eos":true,"stream":true}`))
@@ -678,6 +690,7 @@ func countStreamTokens(resp *http.Response) (int, error) {
 // TestHugeMaxTokens asks for a billion tokens from a server without KV
 // limit and leaves after a few: nothing is allocated for the billion.
 func TestHugeMaxTokens(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // /api/show knows only the model served (by "model", or the older "name",
 // with or without ":latest").
 func TestIdentityEndpoints(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{FixedTTFT: time.Millisecond, Model: "m"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,7 @@ func runAlone(t *testing.T, e *engine, now time.Time, r *request) (time.Duration
 }
 
 func TestPrefixCachePrefillTimes(t *testing.T) {
+	t.Parallel()
 	// 1 ms per prefilled token, 10 ms per decode step, blocks of 4 words,
 	// room for 2 blocks. Every request produces one token, alone, so its
 	// TTFT is one step: (prompt − cached) ms + 10 ms.
@@ -104,6 +105,7 @@ func TestPrefixCachePrefillTimes(t *testing.T) {
 }
 
 func TestPrefixCacheLRU(t *testing.T) {
+	t.Parallel()
 	c := newPrefixCache(3)
 	for _, s := range []struct {
 		blocks []uint64
@@ -132,6 +134,7 @@ func TestPrefixCacheLRU(t *testing.T) {
 }
 
 func TestHashBlocksMatchesTheCount(t *testing.T) {
+	t.Parallel()
 	// Every form of content counts and hashes the same words.
 	for _, tc := range []struct {
 		name    string
@@ -169,6 +172,7 @@ func TestHashBlocksMatchesTheCount(t *testing.T) {
 }
 
 func TestPrefixCacheMetricsOverHTTP(t *testing.T) {
+	t.Parallel()
 	cfg := Config{FixedTTFT: time.Millisecond, FixedITL: time.Millisecond, PrefixCacheTokens: 1000, PrefixBlockTokens: 4}
 	wordTokens(&cfg)
 	s, err := New(cfg, nil)

@@ -21,6 +21,7 @@ type event struct {
 // is open and queued, so that all of them are open at the same time and
 // stream at once however long connecting them takes.
 func TestManyConcurrentStreams(t *testing.T) {
+	// Serial: a thousand streams on the wall clock; neighbours would stretch them.
 	streams := 5000
 	if raceEnabled {
 		streams = 500

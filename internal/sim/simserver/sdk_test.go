@@ -14,6 +14,7 @@ import (
 // TestOpenAISDK checks that the official Go SDK accepts the simulator's
 // responses, streaming and not, for chat and text completions.
 func TestOpenAISDK(t *testing.T) {
+	t.Parallel()
 	for _, roleChunk := range []bool{true, false} {
 		_, url := startServer(t, Config{Seed: 9, FixedTTFT: time.Millisecond, FixedITL: 200 * time.Microsecond, TokensPerChunk: 2, RoleChunk: roleChunk})
 		client := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	dto_ "github.com/prometheus/client_model/go"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // startServer runs a simulator with cfg behind an httptest server on
@@ -74,19 +76,17 @@ func startGatedServer(t testing.TB, cfg Config) (s *Server, url string, run func
 // test from hanging.
 func waitQueued(t testing.TB, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testenv.Eventually(ctx, t, time.Millisecond, fmt.Sprintf("%d requests queued", n), func() (bool, string) {
 		s.inMu.Lock()
 		got := len(s.inbox)
 		s.inMu.Unlock()
-		if got == n {
-			return
-		}
-		if got > n || time.Now().After(deadline) {
+		if got > n {
 			t.Fatalf("%d requests queued, want %d", got, n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return got == n, fmt.Sprintf("%d queued", got)
+	})
 }
 
 func post(t testing.TB, url, body string) (*http.Response, []byte) {
@@ -151,6 +151,9 @@ func ints(v []int64) string {
 }
 
 func TestStreamFramingExact(t *testing.T) {
+	// Parallel: its checks on time are causal (lower bounds), which load
+	// cannot break.
+	t.Parallel()
 	cfg := Config{Seed: 7, FixedTTFT: 2 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 2}
 	for _, tc := range []struct {
 		name, path, body string

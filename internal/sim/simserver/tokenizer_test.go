@@ -9,6 +9,7 @@ import (
 )
 
 func TestCountSubword(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		word string
 		want int
@@ -26,6 +27,7 @@ func TestCountSubword(t *testing.T) {
 // tokens plus the chat template (1 + 5 per message + 4) or a BOS token,
 // and /tokenize answers the same count; TokenizerWords counts words.
 func TestSubwordUsageAndTokenize(t *testing.T) {
+	t.Parallel()
 	_, url := startServer(t, Config{FixedTTFT: 1, FixedITL: 1, Tokenizer: TokenizerSubword})
 	_, wurl := startServer(t, Config{FixedTTFT: 1, FixedITL: 1, Tokenizer: TokenizerWords})
 	post := func(u, path, body string) (int, map[string]any) {
