@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -286,7 +285,7 @@ tests:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			out, err := exec.CommandContext(ctx, bin, "test", "rules", f).CombinedOutput()
+			out, err := testenv.CombinedOutput(ctx, nil, bin, "test", "rules", f)
 			if tc.wantFail == nil {
 				if err != nil {
 					t.Fatalf("promtool failed on a correct test: %v\n%s", err, out)

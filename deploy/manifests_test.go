@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kustomize "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 const (
@@ -479,27 +479,21 @@ func TestPrometheusRuleEqualsRuleFiles(t *testing.T) {
 // goTool runs `go tool -modfile=tools/go.mod NAME args` (a pinned tool of
 // the tools module) from the repository root; -short skips the test (the
 // tool may need building).
-func goTool(t *testing.T, name string, args ...string) []byte {
+func pinnedTool(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
-	if testing.Short() {
-		t.Skipf("-short: needs the pinned %s", name)
-	}
+	bin := testenv.Binary(t, name) // skipped under -short
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools/go.mod", name}, args...)...)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := testenv.Output(ctx, nil, bin, args...)
 	if err != nil {
-		t.Fatalf("go tool -modfile=tools/go.mod %s %v: %v\n%s%s", name, args, err, out, stderr.Bytes())
+		t.Fatalf("%s: %v\n%s%s", name, err, out, stderr)
 	}
 	return out
 }
 
 func TestHelmChart(t *testing.T) {
-	chart := filepath.Join("deploy", "kubernetes", "helm", "gpulens")
-	goTool(t, "helm", "lint", "--strict", chart)
+	chart := filepath.Join(root, "deploy", "kubernetes", "helm", "gpulens")
+	pinnedTool(t, "helm", "lint", "--strict", chart)
 	for _, tc := range []struct {
 		name    string
 		set     []string
@@ -514,7 +508,7 @@ func TestHelmChart(t *testing.T) {
 			for _, s := range tc.set {
 				args = append(args, "--set", s)
 			}
-			out := goTool(t, "helm", args...)
+			out := pinnedTool(t, "helm", args...)
 			o := &objects{}
 			for i, d := range splitDocs(out) {
 				if err := o.decode(fmt.Sprintf("helm template %v document %d", tc.set, i+1), d); err != nil {
@@ -693,7 +687,7 @@ func TestPrometheusConfigs(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out := goTool(t, "promtool", "check", "config", filepath.Join(dir, "prometheus.yml"))
+			out := pinnedTool(t, "promtool", "check", "config", filepath.Join(dir, "prometheus.yml"))
 			if n := strings.Count(string(out), "SUCCESS: "); n < 1+len(rules) {
 				t.Errorf("promtool check config checked %d files; want the config and %d rule files:\n%s", n, len(rules), out)
 			}
@@ -750,9 +744,11 @@ func TestAlertmanagerConfig(t *testing.T) {
 // binaryFlags lists the long flags `bin args... --help` documents.
 func binaryFlags(t *testing.T, bin string, args ...string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := testenv.CombinedOutput(ctx, nil, bin, append(args, "--help")...)
 	if err != nil {
-		t.Fatalf("%s %v --help: %v\n%s", bin, args, err, out)
+		t.Fatalf("%v\n%s", err, out)
 	}
 	flags := map[string]bool{}
 	for _, m := range regexp.MustCompile(`--(\[no-\])?([a-z][a-z0-9.-]*)`).FindAllStringSubmatch(string(out), -1) {
@@ -764,57 +760,14 @@ func binaryFlags(t *testing.T, bin string, args ...string) map[string]bool {
 	return flags
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// gpulensBinaries returns the directory holding gpulens-exporter and
-// gpulens-loadgen: $GPULENS_BIN (the Makefile's bin/) or a fresh build
-// (skipped under -short).
-func gpulensBinaries(t *testing.T) string {
-	t.Helper()
-	if testing.Short() && os.Getenv("GPULENS_BIN") == "" {
-		t.Skip("-short: needs a go build of the binaries (or GPULENS_BIN)")
-	}
-	binOnce.Do(func() {
-		if d := os.Getenv("GPULENS_BIN"); d != "" {
-			binDir = d
-			return
-		}
-		binDir, binErr = os.MkdirTemp("", "gpulens-deploy-bin")
-		if binErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "./cmd/gpulens-exporter", "./cmd/gpulens-loadgen")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" && os.Getenv("GPULENS_BIN") == "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
 // TestFlagsExist checks every flag the manifests pass to gpulens-exporter
 // and gpulens-loadgen against the flags the binaries document.
 func TestFlagsExist(t *testing.T) {
-	dir := gpulensBinaries(t)
-	exporter := binaryFlags(t, filepath.Join(dir, "gpulens-exporter"))
+	bins := testenv.Binaries(t, "gpulens-exporter", "gpulens-loadgen")
+	exporter := binaryFlags(t, bins[0])
 	sub := map[string]map[string]bool{}
 	for _, s := range []string{"run", "sim"} {
-		sub[s] = binaryFlags(t, filepath.Join(dir, "gpulens-loadgen"), s)
+		sub[s] = binaryFlags(t, bins[1], s)
 	}
 	check := func(where string, flags map[string]bool, args []string) {
 		t.Helper()

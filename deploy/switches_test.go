@@ -405,12 +405,12 @@ func jsonDiff(got, want any) string {
 
 func helmObjects(t *testing.T, set ...string) *objects {
 	t.Helper()
-	args := []string{"template", "gpulens", filepath.Join("deploy", "kubernetes", "helm", "gpulens"), "--namespace", "monitoring"}
+	args := []string{"template", "gpulens", filepath.Join(root, "deploy", "kubernetes", "helm", "gpulens"), "--namespace", "monitoring"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
 	o := &objects{}
-	for i, d := range splitDocs(goTool(t, "helm", args...)) {
+	for i, d := range splitDocs(pinnedTool(t, "helm", args...)) {
 		if err := o.decode(fmt.Sprintf("helm template %v document %d", set, i+1), d); err != nil {
 			t.Error(err)
 		}

@@ -39,16 +39,7 @@ var sleepInLoopAllowed = map[string]allowance{
 // many calls and why. Every other test gets its programs from testenv (Binary, Run, RunEnv,
 // Output): built or found once, skipped under -short where they need a
 // tool, run in their own process group, stopped when the test ends.
-var execAllowed = map[string]allowance{
-	// alerts/ and deploy/ are converted by their owner this session (issue
-	// 21, the make test work); testenv.Binary(t, "promtool"/"helm"),
-	// Binaries(t, "gpulens-exporter", "gpulens-loadgen") and CombinedOutput
-	// replace these calls. Remove each entry with its call.
-	"alerts/alerts_test.go:TestPromtoolCatchesWrongExpectation": {1, "promtool test rules: to move to testenv.CombinedOutput"},
-	"deploy/manifests_test.go:goTool":                           {1, "go tool helm/promtool: to move to testenv.Binary and Output"},
-	"deploy/manifests_test.go:binaryFlags":                      {1, "--help of a built binary: to move to testenv.CombinedOutput"},
-	"deploy/manifests_test.go:gpulensBinaries":                  {1, "its own go build: to move to testenv.Binaries"},
-}
+var execAllowed = map[string]allowance{}
 
 // allowance is how many calls of a kind a function may make, and why.
 type allowance struct {
