@@ -476,9 +476,10 @@ func TestPrometheusRuleEqualsRuleFiles(t *testing.T) {
 	}
 }
 
-// goTool runs `go tool -modfile=tools/go.mod NAME args` (a pinned tool of
-// the tools module) from the repository root; -short skips the test (the
-// tool may need building).
+// pinnedTool runs a pinned tool of the tools module (helm, promtool) from
+// testenv and returns its standard output; -short skips the test (the tool
+// may need building). Paths in args are relative to this package (root is
+// the repository).
 func pinnedTool(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
 	bin := testenv.Binary(t, name) // skipped under -short
