@@ -158,8 +158,13 @@ tools-cache:
 	@$(GO) tool -modfile=$(TOOLS_MODFILE) -n promtool >/dev/null
 	@$(GO) tool -modfile=$(TOOLS_MODFILE) -n helm >/dev/null
 
+# From a terminal, the demo runs as a job of its own (set -m: its own process
+# group, given the terminal), so Ctrl-C reaches the demo and what it started,
+# not make: the demo stops, says so, exits 0, and so does make (make that
+# got the SIGINT itself would re-raise it and exit 130 whatever the demo
+# did). Without a terminal a SIGINT to the group reaches the demo as before.
 demo: build
-	@bash scripts/demo.sh $(BIN)
+	@if [ -t 0 ]; then bash -c 'set -m; bash scripts/demo.sh "$$1"; rc=$$?; exit $$rc' demo $(BIN); else bash scripts/demo.sh $(BIN); fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout=$(TEST_TIMEOUT) ./...
