@@ -87,11 +87,14 @@ type ProbeOptions struct {
 	// Timeout is one device's deadline, and that of listing the devices.
 	// 0: gpuprobe.Deadline(Config).
 	Timeout time.Duration
-	// IdentityWait bounds how long the first run waits for the sampler to
-	// read every GPU's identity, so that results carry the right labels
-	// from the start. 0: 10 s.
-	IdentityWait time.Duration
-	Logger       *slog.Logger
+	// FirstSampleWait bounds how long the first run waits for the
+	// sampler's first reading of every GPU: its identity, so that results
+	// carry the right labels from the start, and, with NVML set, its first
+	// published sample, so that the probe knows the free memory before it
+	// creates a context (and can tell its context's memory) and the MIG
+	// instances. 0: 10 s.
+	FirstSampleWait time.Duration
+	Logger          *slog.Logger
 	// Now is the clock of the timestamps; nil: time.Now.
 	Now func() time.Time
 	// NewTicker schedules the runs; nil: time.NewTicker.
@@ -108,6 +111,10 @@ type ProbeOptions struct {
 	// are used). 0: 5 s.
 	ActivityWait time.Duration
 }
+
+// firstSamplePoll is how often the first run looks again whether the
+// sampler has read every GPU.
+const firstSamplePoll = 50 * time.Millisecond
 
 // activityPoll is how often a run looks again whether NVML's samples cover
 // its probes.
@@ -186,8 +193,8 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	if p.timeout == 0 {
 		p.timeout = gpuprobe.Deadline(opts.Config)
 	}
-	if p.opts.IdentityWait == 0 {
-		p.opts.IdentityWait = 10 * time.Second
+	if p.opts.FirstSampleWait == 0 {
+		p.opts.FirstSampleWait = 10 * time.Second
 	}
 	if p.opts.ActivityWait == 0 {
 		p.opts.ActivityWait = 5 * time.Second
@@ -216,7 +223,7 @@ func (p *ProbeCollector) Run(ctx context.Context) {
 			}
 		}
 	}()
-	p.waitForIdentities(ctx)
+	p.waitForSampler(ctx)
 	ticks, stop := p.tick(p.opts.Interval)
 	defer stop()
 	for {
@@ -235,26 +242,37 @@ func (p *ProbeCollector) Run(ctx context.Context) {
 	}
 }
 
-// waitForIdentities waits, at most IdentityWait, until the sampler knows
-// every GPU's identity.
-func (p *ProbeCollector) waitForIdentities(ctx context.Context) {
-	if _, complete := p.dir.GPUs(); complete {
+// waitForSampler waits, at most FirstSampleWait, until the sampler knows
+// every GPU's identity and, with NVML set, has published every GPU's first
+// sample: the free memory the probe reads before it creates a context.
+func (p *ProbeCollector) waitForSampler(ctx context.Context) {
+	ready := func() (identities, sampled bool) {
+		_, identities = p.dir.GPUs()
+		return identities, p.opts.NVML == nil || p.opts.NVML.Sampled()
+	}
+	if identities, sampled := ready(); identities && sampled {
 		return
 	}
-	ticks, stop := p.tick(50 * time.Millisecond)
+	ticks, stop := p.tick(firstSamplePoll)
 	defer stop()
-	deadline := p.now().Add(p.opts.IdentityWait)
+	deadline := p.now().Add(p.opts.FirstSampleWait)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
 		}
-		if _, complete := p.dir.GPUs(); complete {
+		identities, sampled := ready()
+		if identities && sampled {
 			return
 		}
 		if !p.now().Before(deadline) {
-			p.logger.Warn("probe: starting before every GPU's NVML identity is known; unmatched CUDA devices are labelled gpu=\"\"", "waited", p.opts.IdentityWait)
+			if !identities {
+				p.logger.Warn("probe: starting before every GPU's NVML identity is known; unmatched CUDA devices are labelled gpu=\"\"", "waited", p.opts.FirstSampleWait)
+			}
+			if !sampled {
+				p.logger.Warn("probe: starting before the sampler's first reading of every GPU; where NVML's free memory is unknown the probe checks it with its own context (cuMemGetInfo) and its context memory is not reported", "waited", p.opts.FirstSampleWait)
+			}
 			return
 		}
 	}

@@ -24,6 +24,9 @@ var (
 // NVMLView is what the probe reads from the sampler's NVML snapshot.
 // *Sampler implements it.
 type NVMLView interface {
+	// Sampled tells whether the snapshot holds every GPU's first reading:
+	// before it, FreeMemory and MIGInstances know nothing yet.
+	Sampled() bool
 	// FreeMemory is the free memory NVML last reported for the GPU or MIG
 	// instance with uuid.
 	FreeMemory(uuid string) (uint64, bool)
@@ -31,6 +34,12 @@ type NVMLView interface {
 	// PCIBusID are the parent's, UUID the instance's.
 	MIGInstances() []GPUIdentity
 }
+
+// Sampled implements NVMLView: whether the latest snapshot was published
+// after every GPU's first cycle. A worker reads the GPU's identity (which
+// GPUs reports at once) and samples it before it publishes, so an identity
+// known does not mean a sample published.
+func (s *Sampler) Sampled() bool { return s.Snapshot().sampled }
 
 // FreeMemory implements NVMLView from the latest snapshot: a GPU's
 // gpulens_gpu_memory_free_bytes, or a MIG instance's total less used.

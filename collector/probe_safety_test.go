@@ -1,8 +1,12 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,15 @@ import (
 // and builds the continuous probe over its simulated CUDA driver, fed by
 // the sampler's NVML snapshot as the exporter wires it.
 func probeSafetyEnv(t *testing.T, yml string) (*Sampler, *ProbeCollector) {
+	t.Helper()
+	s, p, _ := probeSafetyEnvAt(t, yml)
+	cycleAll(s)
+	return s, p
+}
+
+// probeSafetyEnvAt is probeSafetyEnv before the sampler's first cycle, with
+// the clock of the fleet, the sampler and the probe.
+func probeSafetyEnvAt(t *testing.T, yml string) (*Sampler, *ProbeCollector, *fakeClock) {
 	t.Helper()
 	sc, err := gpusim.Parse([]byte(yml), "test.yaml")
 	if err != nil {
@@ -38,13 +51,12 @@ func probeSafetyEnv(t *testing.T, yml string) (*Sampler, *ProbeCollector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cycleAll(s)
 	pr := gpuprobe.New(fleet.ProbeDriver(), gpuprobe.Options{FreeMemory: func(d gpuprobe.DeviceInfo) (uint64, bool) { return s.FreeMemory(d.UUID) }})
 	p, err := NewProbeCollector(staticOpener(pr), s, ProbeOptions{Interval: 5 * time.Minute, Config: gpuprobe.ExporterConfig(), Now: clock.Now, NVML: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, p
+	return s, p, clock
 }
 
 // TestProbeSkipsTenantGPUs: on an EXCLUSIVE_PROCESS GPU in use, a
@@ -105,4 +117,112 @@ devices:
 	if free, ok := s.FreeMemory(migs[2].UUID); !ok || free != 10*1024<<20 {
 		t.Errorf("free memory of the 1g.10gb instance = %d, %v; want 10 GiB", free, ok)
 	}
+}
+
+// TestProbeFirstRunAfterFirstSample: the sampler's workers read each GPU's
+// identity, then sample it, then publish; a probe that started in between
+// found every identity but no free memory in the snapshot, created its
+// context on a GPU whose free memory it had not read, and reported no
+// context memory. Run waits for the first published sample of every GPU
+// (at most IdentityWait; past it the probe runs on the unknown-free-memory
+// path and says so).
+func TestProbeFirstRunAfterFirstSample(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		publish bool // the sampler publishes its first cycle during the wait
+		// want: the first run's context memory (0: absent) and free memory
+		// known before it.
+		wantCtx   float64
+		wantLog   string
+		wantNoLog string
+	}{
+		{name: "first sample published", publish: true, wantCtx: 520 << 20, wantNoLog: "starting before"},
+		{name: "no sample within the wait", wantLog: "starting before the sampler's first reading of every GPU"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, p, clock := probeSafetyEnvAt(t, `devices: [{count: 1, model: h100-sxm5-80gb, memory_used: 10}]`)
+			var logs syncBuffer
+			p.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			// The window of deviceWorker.run between cycle (identity read,
+			// GPU sampled) and publish.
+			for _, w := range s.workers {
+				w.cycle()
+			}
+			if _, complete := s.GPUs(); !complete {
+				t.Fatal("the cycle read no identity")
+			}
+			if _, known := s.FreeMemory(*s.workers[0].uuid.Load()); known {
+				t.Fatal("free memory known before the first publish")
+			}
+			ticker := newFakeTicker()
+			p.tick = ticker.ticker
+			ran := make(chan struct{})
+			p.afterRun = func() { ran <- struct{}{} }
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { p.Run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			poll := func() {
+				t.Helper()
+				select {
+				case ticker.get(firstSamplePoll) <- time.Time{}:
+				case <-ran:
+					t.Fatalf("the probe ran before the sampler's first sample: %v", gatherProbe(t, p))
+				}
+			}
+			// Identities known, no sample: the probe keeps waiting.
+			poll()
+			poll()
+			if tc.publish {
+				s.publish()
+			} else {
+				clock.Advance(p.opts.FirstSampleWait)
+			}
+			// The probe may have seen the change on the last poll already;
+			// else it sees it on the next one.
+			for polls := 0; ; polls++ {
+				select {
+				case ticker.get(firstSamplePoll) <- time.Time{}:
+					if polls > 0 {
+						t.Fatalf("the probe still waits %d polls after the sampler's first sample", polls+1)
+					}
+					continue
+				case <-ran:
+				}
+				break
+			}
+			got := gatherProbe(t, p)
+			id := fmt.Sprintf("gpu=0,uuid=%s", *s.workers[0].uuid.Load())
+			if v := got["gpulens_probe_up{"+id+"}"]; v != 1 {
+				t.Fatalf("GPU 0 not measured: %v", got)
+			}
+			if v, ok := got["gpulens_probe_context_memory_bytes{"+id+"}"]; v != tc.wantCtx || ok != (tc.wantCtx > 0) {
+				t.Errorf("context memory = %v (present %v), want %v", v, ok, tc.wantCtx)
+			}
+			if l := logs.String(); !strings.Contains(l, tc.wantLog) || (tc.wantNoLog != "" && strings.Contains(l, tc.wantNoLog)) {
+				t.Errorf("logs %q: want %q, not %q", l, tc.wantLog, tc.wantNoLog)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger may write while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

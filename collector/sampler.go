@@ -78,6 +78,9 @@ type Snapshot struct {
 	Time    time.Time
 	Metrics []prometheus.Metric
 	seq     uint64 // 1 for the first snapshot, increasing with every publish
+	// sampled: every GPU's worker had finished a cycle (its first reading,
+	// successful or not) when the snapshot was taken.
+	sampled bool
 }
 
 // NewSampler discovers the GPUs of an initialised NVML library. It reads only
@@ -374,8 +377,10 @@ func (s *Sampler) publish() {
 	for i := range ok {
 		ok[i] = true
 	}
+	sampled := true
 	for _, w := range s.workers {
 		res := w.result.Load()
+		sampled = sampled && res != nil
 		var uuid string
 		if u := w.uuid.Load(); u != nil {
 			uuid = *u
@@ -426,7 +431,7 @@ func (s *Sampler) publish() {
 	}
 	s.lastSize = len(ms)
 	s.published++
-	s.snap.Store(&Snapshot{Time: now, Metrics: ms, seq: s.published})
+	s.snap.Store(&Snapshot{Time: now, Metrics: ms, seq: s.published, sampled: sampled})
 }
 
 func b2f(b bool) float64 {
