@@ -197,7 +197,7 @@ func TestVerifySimStart(t *testing.T) {
 			}
 			d := rep.Devices[0]
 			if s := d.Figures.StolenRatio; s == nil || s.N != 3 || math.Abs(s.Median-tc.stolen) > 0.05 {
-				t.Errorf("stolen %+v; want %.2f", s, tc.stolen)
+				t.Errorf("stolen %+v; want %.2f over 3 runs; runs:\n%s", s, tc.stolen, describeRuns(d.Runs))
 			}
 			if p := d.NVML.Processes; p == nil || fmt.Sprint(p.PIDs) != fmt.Sprint(tc.pids) {
 				t.Errorf("processes %+v; want pids %v", p, tc.pids)
@@ -208,4 +208,25 @@ func TestVerifySimStart(t *testing.T) {
 	if code != verify.ExitBadInput || !strings.Contains(stderr, "--sim.start needs --sim.scenario") {
 		t.Errorf("--sim.start alone: exit %d:\n%s", code, stderr)
 	}
+}
+
+// describeRuns says what each probe run measured of the stolen time, or why
+// it did not.
+func describeRuns(runs []verify.ProbeRun) string {
+	var b strings.Builder
+	for i, r := range runs {
+		fmt.Fprintf(&b, "  run %d: ", i+1)
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(&b, "error %s", r.Error)
+		case r.Skipped != nil:
+			fmt.Fprintf(&b, "skipped %+v", *r.Skipped)
+		case r.Result.Stolen == nil:
+			fmt.Fprintf(&b, "no stolen time; errors %+v", r.Result.Errors)
+		default:
+			fmt.Fprintf(&b, "stolen %+v; errors %+v", *r.Result.Stolen, r.Result.Errors)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

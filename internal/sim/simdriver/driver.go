@@ -74,8 +74,16 @@ const (
 // its context on one locked thread and Probe calls of one gpuprobe.Probe are
 // serialised; two probes running at once on one Driver would share it.
 //
-// Time: the host calls happen on a virtual clock that never runs behind
-// Options.Now and advances by what each call makes the host wait for. The
+// Time: the host calls happen on a virtual clock that advances by what each
+// call makes the host wait for, and never runs behind Options.Now less the
+// time the driver's own calls took on it while a context was live (the lag,
+// back to 0 at the first call with no context). A real driver answers in
+// microseconds and its GPU works on its own; the simulator does the GPU's
+// work in its calls (a stolen-time kernel's records, a memset's bytes),
+// which on a loaded host or under the race detector takes longer than the
+// simulated GPU would: that time is the simulator's, not the GPU's, and
+// counting it would make host load steal the probe's GPU-time budget. The
+// caller's own time between calls still counts, as it does on a GPU. The
 // device has one stream, as the probe uses: a kernel launch costs the host a
 // quarter of the device's launch latency and queues the kernel, which starts
 // a full launch latency after the call or when the work queued before it
@@ -91,13 +99,20 @@ const (
 // from Options.Seed, so a Driver is deterministic for a given Seed, clock
 // and call sequence.
 type Driver struct {
-	mu      sync.Mutex
-	devs    []Device
-	now     func() time.Time
-	rng     *rand.Rand
-	vt      time.Time // the host's virtual clock
-	stream  time.Time // when the work queued on the stream ends
-	version int
+	mu     sync.Mutex
+	devs   []Device
+	now    func() time.Time
+	rng    *rand.Rand
+	vt     time.Time // the host's virtual clock
+	stream time.Time // when the work queued on the stream ends
+	// lag is the base-clock time spent inside the driver's own calls
+	// (emulating them) since no context was live; the virtual clock
+	// leaves it out (see Driver). callBase is the base clock less lag when
+	// the call in progress entered, callStart the base clock then.
+	lag                 time.Duration
+	callBase, callStart time.Time
+	inCall              bool
+	version             int
 
 	inited  bool
 	fails   map[string]int
@@ -256,6 +271,11 @@ func (d *Driver) enter(names ...string) error {
 		d.mu.Unlock()
 		<-hang
 	}
+	now := d.now()
+	if len(d.ctxs) == 0 {
+		d.lag = 0 // no context: nothing times the GPU, the clock catches up
+	}
+	d.callStart, d.callBase, d.inCall = now, now.Add(-d.lag), true
 	for _, n := range names {
 		if code, ok := d.fails[n]; ok {
 			return cudaError(names[0], code, fmt.Sprintf("simulated failure of %s", n))
@@ -264,9 +284,24 @@ func (d *Driver) enter(names ...string) error {
 	return nil
 }
 
-// clock brings the virtual clock up to the base clock and returns it.
+// leave ends a call that enter began: the time the call itself took on the
+// base clock, while a context is live, is added to lag, and d.mu unlocked.
+func (d *Driver) leave() {
+	if len(d.ctxs) > 0 {
+		d.lag += max(0, d.now().Sub(d.callStart))
+	}
+	d.inCall = false
+	d.mu.Unlock()
+}
+
+// clock brings the virtual clock up to the base clock less lag (as it was
+// when the call in progress entered) and returns it.
 func (d *Driver) clock() time.Time {
-	if n := d.now(); n.After(d.vt) {
+	n := d.callBase
+	if !d.inCall {
+		n = d.now().Add(-d.lag)
+	}
+	if n.After(d.vt) {
 		d.vt = n
 	}
 	return d.vt
@@ -348,7 +383,7 @@ func (d *Driver) Now() time.Time {
 
 func (d *Driver) Init() error {
 	err := d.enter(CallInit)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -361,7 +396,7 @@ func (d *Driver) Init() error {
 
 func (d *Driver) DriverVersion() (int, error) {
 	err := d.enter(CallDriverGetVersion)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -370,7 +405,7 @@ func (d *Driver) DriverVersion() (int, error) {
 
 func (d *Driver) DeviceCount() (int, error) {
 	err := d.enter(CallDeviceGetCount)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -382,7 +417,7 @@ func (d *Driver) DeviceCount() (int, error) {
 
 func (d *Driver) DeviceName(ordinal int) (string, error) {
 	err := d.enter(CallDeviceGetName)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return "", err
 	}
@@ -395,7 +430,7 @@ func (d *Driver) DeviceName(ordinal int) (string, error) {
 
 func (d *Driver) DeviceUUID(ordinal int) (string, error) {
 	err := d.enter(CallDeviceGetUUID)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return "", err
 	}
@@ -408,7 +443,7 @@ func (d *Driver) DeviceUUID(ordinal int) (string, error) {
 
 func (d *Driver) DeviceAttribute(ordinal int, a gpuprobe.Attribute) (int, error) {
 	err := d.enter(CallDeviceGetAttr)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -462,7 +497,7 @@ func (d *Driver) DeviceAttribute(ordinal int, a gpuprobe.Attribute) (int, error)
 
 func (d *Driver) DeviceTotalMem(ordinal int) (uint64, error) {
 	err := d.enter(CallDeviceTotalMem)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -475,7 +510,7 @@ func (d *Driver) DeviceTotalMem(ordinal int) (uint64, error) {
 
 func (d *Driver) CtxCreate(ordinal int) (gpuprobe.Context, error) {
 	err := d.enter(CallCtxCreate)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -513,7 +548,7 @@ func (d *Driver) CtxCreate(ordinal int) (gpuprobe.Context, error) {
 // CtxDestroy frees everything the context holds, as the real driver does.
 func (d *Driver) CtxDestroy(c gpuprobe.Context) error {
 	err := d.enter(CallCtxDestroy)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -537,7 +572,7 @@ func (d *Driver) CtxDestroy(c gpuprobe.Context) error {
 // CtxSynchronize waits for the stream.
 func (d *Driver) CtxSynchronize() error {
 	err := d.enter(CallCtxSynchronize)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -572,7 +607,7 @@ func (d *Driver) others(dev *Device) uint64 {
 
 func (d *Driver) MemGetInfo() (free, total uint64, err error) {
 	err = d.enter(CallMemGetInfo)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -591,7 +626,7 @@ func (d *Driver) MemGetInfo() (free, total uint64, err error) {
 
 func (d *Driver) MemAlloc(bytes uint64) (gpuprobe.DevicePtr, error) {
 	err := d.enter(CallMemAlloc)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -619,7 +654,7 @@ func (d *Driver) MemAlloc(bytes uint64) (gpuprobe.DevicePtr, error) {
 
 func (d *Driver) MemFree(p gpuprobe.DevicePtr) error {
 	err := d.enter(CallMemFree)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -679,7 +714,7 @@ func (d *Driver) transfer(dev *Device, bytes uint64, rate float64) time.Duration
 
 func (d *Driver) MemsetD8(dst gpuprobe.DevicePtr, value byte, n uint64) error {
 	err := d.enter(CallMemsetD8)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -707,7 +742,7 @@ func (d *Driver) MemsetD8(dst gpuprobe.DevicePtr, value byte, n uint64) error {
 
 func (d *Driver) MemAllocHost(bytes uint64) ([]byte, error) {
 	err := d.enter(CallMemAllocHost)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return nil, err
 	}
@@ -732,7 +767,7 @@ func (d *Driver) MemAllocHost(bytes uint64) ([]byte, error) {
 
 func (d *Driver) MemFreeHost(b []byte) error {
 	err := d.enter(CallMemFreeHost)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -753,7 +788,7 @@ func (d *Driver) MemFreeHost(b []byte) error {
 
 func (d *Driver) memcpy(call string, p gpuprobe.DevicePtr, host []byte, toDevice bool) error {
 	err := d.enter(call)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -808,7 +843,7 @@ var (
 // CUDA_ERROR_INVALID_PTX and a JIT-like log.
 func (d *Driver) ModuleLoadData(ptx string) (gpuprobe.Module, error) {
 	err := d.enter(CallModuleLoadData)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -846,7 +881,7 @@ func (d *Driver) ModuleLoadData(ptx string) (gpuprobe.Module, error) {
 
 func (d *Driver) ModuleUnload(m gpuprobe.Module) error {
 	err := d.enter(CallModuleUnload)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -863,7 +898,7 @@ func (d *Driver) ModuleUnload(m gpuprobe.Module) error {
 
 func (d *Driver) ModuleGetFunction(m gpuprobe.Module, name string) (gpuprobe.Function, error) {
 	err := d.enter(CallModuleGetFunction)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -887,7 +922,7 @@ func (d *Driver) ModuleGetFunction(m gpuprobe.Module, name string) (gpuprobe.Fun
 
 func (d *Driver) EventCreate() (gpuprobe.Event, error) {
 	err := d.enter(CallEventCreate)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -916,7 +951,7 @@ func (d *Driver) event(call string, e gpuprobe.Event) (*event, error) {
 // or when the work queued before it ends.
 func (d *Driver) EventRecord(e gpuprobe.Event) error {
 	err := d.enter(CallEventRecord)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -934,7 +969,7 @@ func (d *Driver) EventRecord(e gpuprobe.Event) error {
 // EventSynchronize waits until the stream has reached the event.
 func (d *Driver) EventSynchronize(e gpuprobe.Event) error {
 	err := d.enter(CallEventSynchronize)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}
@@ -950,7 +985,7 @@ func (d *Driver) EventSynchronize(e gpuprobe.Event) error {
 
 func (d *Driver) EventElapsed(start, end gpuprobe.Event) (time.Duration, error) {
 	err := d.enter(CallEventElapsedTime)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return 0, err
 	}
@@ -974,7 +1009,7 @@ func (d *Driver) EventElapsed(start, end gpuprobe.Event) (time.Duration, error) 
 
 func (d *Driver) EventDestroy(e gpuprobe.Event) error {
 	err := d.enter(CallEventDestroy)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}

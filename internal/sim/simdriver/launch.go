@@ -22,7 +22,7 @@ func (d *Driver) LaunchKernel(f gpuprobe.Function, grid, block gpuprobe.Dim3, sh
 	}
 	d.mu.Unlock()
 	err := d.enter(CallLaunchKernel, name)
-	defer d.mu.Unlock()
+	defer d.leave()
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,9 @@ type Device struct {
 // Options configure a Driver.
 type Options struct {
 	// Now is the base clock; the driver's virtual clock never runs behind
-	// it and advances by the simulated duration of every call. Nil: time.Now.
+	// it less the time spent inside the driver's calls while a context is
+	// live (see Driver), and advances by the simulated duration of every
+	// call. Nil: time.Now.
 	Now  func() time.Time
 	Seed int64
 	// DriverVersion is what DriverVersion reports, CUDA's encoding (12040

@@ -150,6 +150,83 @@ func TestClockAndStream(t *testing.T) {
 	}
 }
 
+// TestOwnTimeIsNotGPUTime: the time the simulator takes to emulate a call
+// (here the device's Slowdown, read inside the launch, moves the base clock
+// as a loaded host or the race detector would) is not GPU time, while the
+// caller's time between calls is; with no context left the clock catches
+// up with the base clock.
+func TestOwnTimeIsNotGPUTime(t *testing.T) {
+	t.Parallel()
+	kernel := 10*time.Microsecond + 16384*time.Nanosecond // latency + one FMA launch (TestClockAndStream)
+	for _, tc := range []struct {
+		name           string
+		inside, caller time.Duration // base clock moved inside the launch, and by the caller before it
+		want           time.Duration // the events' elapsed time
+	}{
+		{"fast driver", 0, 0, kernel},
+		{"slow driver", 50 * time.Millisecond, 0, kernel},
+		// The host's own delay before the launch is idle GPU time
+		// between the events, as on a real GPU.
+		{"slow caller", 0, 5 * time.Millisecond, 5*time.Millisecond + kernel},
+		{"slow driver and caller", 50 * time.Millisecond, 5 * time.Millisecond, 5*time.Millisecond + kernel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := base
+			clock := func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				return now
+			}
+			wait := func(d time.Duration) {
+				mu.Lock()
+				now = now.Add(d)
+				mu.Unlock()
+			}
+			dev := testDevice()
+			dev.Slowdown = func(time.Time) float64 { wait(tc.inside); return 1 }
+			d := New([]Device{dev}, Options{Now: clock, Seed: 1})
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(d.Init())
+			c, err := d.CtxCreate(0)
+			must(err)
+			m, err := d.ModuleLoadData(baseModule)
+			must(err)
+			fma, err := d.ModuleGetFunction(m, gpuprobe.KernelFMA)
+			must(err)
+			out, err := d.MemAlloc(4096)
+			must(err)
+			start, _ := d.EventCreate()
+			end, _ := d.EventCreate()
+			must(d.EventRecord(start))
+			wait(tc.caller)
+			must(d.LaunchKernel(fma, gpuprobe.Dim3{X: 4, Y: 1, Z: 1}, gpuprobe.Dim3{X: 256, Y: 1, Z: 1}, 0, uint64(out), 1000))
+			must(d.EventRecord(end))
+			must(d.EventSynchronize(end))
+			el, err := d.EventElapsed(start, end)
+			must(err)
+			near(t, "elapsed", el, tc.want, 0.01)
+
+			// Inside the context the clock ran behind by the launch's own time.
+			if lag := clock().Sub(d.Now()); lag < tc.inside-time.Millisecond || lag > tc.inside {
+				t.Errorf("inside the context the clock is %s behind the base clock, want about %s", lag, tc.inside)
+			}
+			must(d.CtxDestroy(c))
+			if _, err := d.DeviceCount(); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Now(); got.Before(clock()) {
+				t.Errorf("with no context the clock is %s behind the base clock", clock().Sub(got))
+			}
+		})
+	}
+}
+
 func TestFigures(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
