@@ -63,11 +63,14 @@ if [ $mode = sim ]; then
 	# Fixed by internal/sim/gpusim/scenarios/validate.yaml: tenants join at 4 s
 	# and 8 s and leave at 13 s.
 	read -r -a PHASES <<<"4 4 5"
-	# The host's three scrapes take the first 1.2 s of a phase, leaving
+	# The host scrapes once the sampler has seen a phase's tenants for 1 s
+	# (two samples: earlier, phase 3's contention still averages in the time
+	# before the second tenant), three scrapes 0.25 s apart, which leaves
 	# gpulens-verify (three probe runs of 200 ms of simulated GPU time, in
-	# real time) 2.5 s before its phase ends: with 1.5 s it was killed once
-	# at load 13 (make test runs this beside the go tests).
-	SAMPLER=500ms SCRAPE_EVERY=0.25 HOST_SCRAPES=3 SETTLE=0.5 MAX_SETTLE=1 GRACE=5
+	# real time) about 2 s before its phase ends: with 0.5 s between scrapes
+	# it had 1.5 s and was killed once at load 13 (make test runs this beside
+	# the go tests).
+	SAMPLER=500ms SCRAPE_EVERY=0.25 HOST_SCRAPES=3 SETTLE=1 MAX_SETTLE=1 GRACE=5
 	SIM_ARGS=(--sim.scenario=validate)
 	VERIFY_ARGS=(--repeat=3 --interval=0s --probe.budget=200ms --probe.stolen-window=100ms)
 	WORKLOAD=burn
