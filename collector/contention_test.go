@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpulens/gpulens/internal/sim/gpusim"
@@ -50,16 +49,7 @@ func newSimEnv(t *testing.T, scenario string, yaml []byte) *simEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock()
-	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := fleet.Interface()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	t.Cleanup(func() { lib.Shutdown() })
+	fleet, lib, clock := startFleet(t, sc)
 	env := &simEnv{t: t, clock: clock, fleet: fleet, root: t.TempDir(), attr: &simAttributor{m: map[uint32]Attribution{}}}
 	s, err := NewSampler(lib, allCollectors(), false, Config{
 		Interval: time.Second, DeviceTimeout: 5 * time.Second, Now: clock.Now, Simulated: true,

@@ -22,16 +22,7 @@ func costEnv(t *testing.T, scenario string, src func(fleet *gpusim.Fleet) PriceS
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock()
-	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := fleet.Interface()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	t.Cleanup(func() { lib.Shutdown() })
+	fleet, lib, clock := startFleet(t, sc)
 	s, err := NewSampler(lib, []NamedCollector{
 		{Name: "mig", Collector: newMIGCollector()},
 		{Name: CostCollectorName, Collector: NewCostCollector(src(fleet))},

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
@@ -34,16 +32,7 @@ func probeSafetyEnvAt(t *testing.T, yml string) (*Sampler, *ProbeCollector, *fak
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock()
-	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := fleet.Interface()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	t.Cleanup(func() { lib.Shutdown() })
+	fleet, lib, clock := startFleet(t, sc)
 	s, err := NewSampler(lib, []NamedCollector{
 		{Name: "memory", Collector: newMemoryCollector()},
 		{Name: "mig", Collector: newMIGCollector()},

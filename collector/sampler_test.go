@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpulens/gpulens/internal/clockevent"
+	"github.com/gpulens/gpulens/internal/sim/gpusim"
 	"github.com/gpulens/gpulens/internal/testenv"
 )
 
@@ -25,6 +26,24 @@ type fakeClock struct {
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+
+// startFleet starts the simulated fleet of sc on a fake clock (seed 1,
+// sim time zero at the clock's start) and initialises its NVML library,
+// shut down when the test ends.
+func startFleet(tb testing.TB, sc *gpusim.Scenario) (*gpusim.Fleet, nvml.Interface, *fakeClock) {
+	tb.Helper()
+	clock := newFakeClock()
+	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lib := fleet.Interface()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		tb.Fatalf("init: %v", ret)
+	}
+	tb.Cleanup(func() { lib.Shutdown() })
+	return fleet, lib, clock
+}
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()

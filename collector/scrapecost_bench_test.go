@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
@@ -31,16 +30,7 @@ func newSimExporter(b testing.TB, scenario string) *simExporter {
 	if err != nil {
 		b.Fatal(err)
 	}
-	clock := newFakeClock()
-	fleet, err := gpusim.New(sc, gpusim.Options{Seed: 1, Start: clock.Now(), Now: clock.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lib := fleet.Interface()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		b.Fatalf("init: %v", ret)
-	}
-	b.Cleanup(func() { lib.Shutdown() })
+	_, lib, clock := startFleet(b, sc)
 	var cs []NamedCollector
 	for _, f := range Factories() {
 		if f.DefaultEnabled {

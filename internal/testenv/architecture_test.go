@@ -2,11 +2,12 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The kinds of package docs/architecture.md ("Every package") names.
@@ -56,16 +57,22 @@ func architectureTable(t *testing.T, path string) map[string]string {
 	return rows
 }
 
-// goList runs go list in the module root and returns its lines, each with
-// the module prefix dropped from the first field.
+// goList runs go list over patterns relative to the repository root
+// ("./cmd/...") and returns its lines, each with the module prefix dropped
+// from its first field (other modules' packages left out).
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	const module = "github.com/gpulens/gpulens/"
-	cmd := exec.Command("go", append([]string{"list"}, args...)...)
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for i, a := range args {
+		if strings.HasPrefix(a, "./") {
+			args[i] = "../../" + a[2:] // from this package's folder
+		}
+	}
+	out, stderr, err := Output(ctx, nil, "go", append([]string{"list"}, args...)...)
 	if err != nil {
-		t.Fatalf("go list %v: %v", args, err)
+		t.Fatalf("%v\n%s", err, stderr)
 	}
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {

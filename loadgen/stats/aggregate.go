@@ -55,29 +55,12 @@ func Aggregate(reps []report.Run) report.Run {
 		{&s.InputTokensRequested, func(x *report.Summary) *report.Dist { return x.InputTokensRequested }},
 		{&s.OutputTokensRequested, func(x *report.Summary) *report.Dist { return x.OutputTokensRequested }},
 	} {
-		var have []*report.Dist
-		for i := range reps {
-			if v := d.get(&reps[i].Summary); v != nil {
-				have = append(have, v)
-			}
+		if m, ok := meanDist(reps, func(r *report.Run) *report.Dist { return d.get(&r.Summary) }); ok {
+			*d.dst = &m
 		}
-		if len(have) == 0 {
-			continue
-		}
-		m := meanDist(have)
-		*d.dst = &m
 	}
-	// Every distribution: the mean over the repeats in which it has
-	// values; a repeat whose requests all failed has no TTFT, not a TTFT
-	// of zero that would pull the mean down.
 	for _, d := range dists {
-		var ds []*report.Dist
-		for i := range reps {
-			if v := d.get(&reps[i].Summary); v.Count > 0 {
-				ds = append(ds, v)
-			}
-		}
-		*d.dst = meanDist(ds)
+		*d.dst, _ = meanDist(reps, func(r *report.Run) *report.Dist { return d.get(&r.Summary) })
 	}
 	for i := range reps {
 		r := &reps[i].Summary
@@ -112,12 +95,21 @@ func Aggregate(reps []report.Run) report.Run {
 	return agg
 }
 
-// meanDist is the typical distribution of repeats: the total count, the
-// largest maximum, and the mean of every other figure.
-func meanDist(ds []*report.Dist) report.Dist {
+// meanDist is the typical distribution of the repeats (get's distribution
+// of each): the total count, the largest maximum, and the mean of every
+// other figure over the repeats in which it has values (a repeat whose
+// requests all failed has no TTFT, not a TTFT of zero that would pull the
+// mean down); false when none has any.
+func meanDist[T any](reps []T, get func(*T) *report.Dist) (report.Dist, bool) {
+	var have []*report.Dist
+	for i := range reps {
+		if d := get(&reps[i]); d != nil && d.Count > 0 {
+			have = append(have, d)
+		}
+	}
 	var m report.Dist
-	k := float64(len(ds))
-	for _, v := range ds {
+	k := float64(len(have))
+	for _, v := range have {
 		m.Count += v.Count
 		m.Mean += v.Mean / k
 		m.Stddev += v.Stddev / k
@@ -127,7 +119,7 @@ func meanDist(ds []*report.Dist) report.Dist {
 		m.P99 += v.P99 / k
 		m.Max = max(m.Max, v.Max)
 	}
-	return m
+	return m, len(have) > 0
 }
 
 // AggregateTurns combines the turn side (report.TurnSummary) of the
@@ -154,28 +146,20 @@ func AggregateTurns(reps []report.Run) *report.TurnSummary {
 		agg.Conversations += t.Conversations
 		turns = max(turns, len(t.ByTurn))
 	}
-	mean := func(get func(*report.TurnSummary) (report.Dist, bool)) report.Dist {
-		var have []*report.Dist
-		for _, t := range ts {
-			if d, ok := get(t); ok && d.Count > 0 {
-				have = append(have, &d)
-			}
-		}
-		if len(have) == 0 {
-			return report.Dist{}
-		}
-		return meanDist(have)
+	mean := func(get func(*report.TurnSummary) *report.Dist) report.Dist {
+		m, _ := meanDist(ts, func(t **report.TurnSummary) *report.Dist { return get(*t) })
+		return m
 	}
-	agg.FirstTurnTTFT = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.FirstTurnTTFT, true })
-	agg.LaterTurnsTTFT = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.LaterTurnsTTFT, true })
-	agg.FirstTurnInputTokens = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.FirstTurnInputTokens, true })
-	agg.LaterTurnsInputTokens = mean(func(t *report.TurnSummary) (report.Dist, bool) { return t.LaterTurnsInputTokens, true })
+	agg.FirstTurnTTFT = mean(func(t *report.TurnSummary) *report.Dist { return &t.FirstTurnTTFT })
+	agg.LaterTurnsTTFT = mean(func(t *report.TurnSummary) *report.Dist { return &t.LaterTurnsTTFT })
+	agg.FirstTurnInputTokens = mean(func(t *report.TurnSummary) *report.Dist { return &t.FirstTurnInputTokens })
+	agg.LaterTurnsInputTokens = mean(func(t *report.TurnSummary) *report.Dist { return &t.LaterTurnsInputTokens })
 	for i := range turns {
-		agg.ByTurn = append(agg.ByTurn, mean(func(t *report.TurnSummary) (report.Dist, bool) {
+		agg.ByTurn = append(agg.ByTurn, mean(func(t *report.TurnSummary) *report.Dist {
 			if i < len(t.ByTurn) {
-				return t.ByTurn[i], true
+				return &t.ByTurn[i]
 			}
-			return report.Dist{}, false
+			return nil
 		}))
 	}
 	return agg
