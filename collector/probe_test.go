@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 // fakeProber answers with fixed devices and results and records its calls.
@@ -70,12 +71,20 @@ type fakeDirectory struct {
 	mu       sync.Mutex
 	gpus     []GPUIdentity
 	complete bool
+	asked    int // calls of GPUs
 }
 
 func (d *fakeDirectory) GPUs() ([]GPUIdentity, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.asked++
 	return slices.Clone(d.gpus), d.complete
+}
+
+func (d *fakeDirectory) calls() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asked
 }
 
 func (d *fakeDirectory) set(gpus []GPUIdentity, complete bool) {
@@ -579,8 +588,18 @@ func TestProbeSchedule(t *testing.T) {
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 
-	// Identities incomplete: Run polls and does not probe yet.
+	// Identities incomplete: Run polls and does not probe yet. The
+	// directory is completed only once Run has looked at it after the
+	// tick (its first look, then the tick's): completed earlier, Run would
+	// take the first tick as ready and never read the second (a deadlock,
+	// seen under load).
 	ticker.get(50 * time.Millisecond) <- time.Time{}
+	wait, cancelWait := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelWait()
+	testenv.Eventually(wait, t, time.Millisecond, "Run to read the directory after the first tick", func() (bool, string) {
+		n := dir.calls()
+		return n >= 2, fmt.Sprintf("%d reads", n)
+	})
 	if probed, listings := fp.calls(); len(probed) != 0 || listings != 0 {
 		t.Fatalf("probed before the NVML identities were known: %v", probed)
 	}
