@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +46,7 @@ type rawFlags struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input. `gpulens-verify burn --help`: a bounded GPU workload.")
+	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input. `gpulens-verify compare --help`: reports compared figure by figure; `gpulens-verify burn --help`: a bounded GPU workload.")
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
 	def := gpuprobe.DefaultConfig()
@@ -149,17 +147,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.devices = devs
 	}
-	for _, out := range []struct{ flag, path string }{{"output.json", o.outputJSON}, {"output.html", o.outputHTML}} {
-		if out.path == "" {
-			continue
-		}
-		dir := filepath.Dir(out.path)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("--%s: folder %s does not exist", out.flag, dir)
-		}
-	}
-	if o.outputJSON != "" && o.outputJSON == o.outputHTML {
-		return nil, fmt.Errorf("--output.json and --output.html name the same file %s", o.outputJSON)
+	if err := checkOutputs(o.outputJSON, o.outputHTML); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

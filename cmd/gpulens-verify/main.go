@@ -35,6 +35,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "burn" {
 		return runBurn(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpulens-verify: error: %v\n", err)

@@ -12,9 +12,21 @@ import (
 //go:embed page.html.tmpl
 var pageTemplate string
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
+// styleTemplate defines "style", the <style> element the report's and the
+// comparison's pages share.
+//
+//go:embed style.html.tmpl
+var styleTemplate string
+
+var page = styledTemplate("page", pageTemplate, template.FuncMap{
 	"upper": func(s Status) string { return label(s) },
-}).Parse(pageTemplate))
+})
+
+// styledTemplate parses text with the shared style.
+func styledTemplate(name, text string, funcs template.FuncMap) *template.Template {
+	t := template.Must(template.New(name).Funcs(funcs).Parse(text))
+	return template.Must(t.Parse(styleTemplate))
+}
 
 type kv struct{ K, V string }
 

@@ -56,3 +56,22 @@ func ParsePCIe(s string) (gen, width int, err error) {
 	}
 	return gen, width, nil
 }
+
+// ParseShare parses a share as a percentage or a fraction: "5%", "2.5 %",
+// "0.05". It must be between 0 and 1000 % (10).
+func ParseShare(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	if rest, ok := strings.CutSuffix(t, "%"); ok {
+		t, scale = strings.TrimSpace(rest), 0.01
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a share (use e.g. 5%% or 0.05)", s)
+	}
+	v *= scale
+	if v < 0 || v > 10 {
+		return 0, fmt.Errorf("%q must be between 0 and 1000%%", s)
+	}
+	return v, nil
+}
