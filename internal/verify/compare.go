@@ -187,14 +187,14 @@ type FigureComparison struct {
 	// RunsOverlap: the min–max ranges of the two reports' runs overlap.
 	// Chance, when they do not: 1 / C(n+m, n), the chance of runs this far
 	// apart with no real difference.
-	RunsOverlap *bool `json:"runs_overlap,omitempty"`
+	RunsOverlap *bool          `json:"runs_overlap,omitempty"`
+	Chance      *float64       `json:"chance,omitempty"`
+	Verdict     CompareVerdict `json:"verdict"`
+	Basis       Basis          `json:"basis"`
 	// Absent, with a missing verdict, is why one side lacks the figure:
 	// AbsentNotMeasured or AbsentNoGap.
-	Absent  string         `json:"absent,omitempty"`
-	Chance  *float64       `json:"chance,omitempty"`
-	Verdict CompareVerdict `json:"verdict"`
-	Basis   Basis          `json:"basis"`
-	Reason  string         `json:"reason"`
+	Absent string `json:"absent,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // CompareCounts counts the verdicts on figures.
@@ -274,7 +274,7 @@ func Compare(base NamedReport, others []NamedReport, o CompareOptions) *Comparis
 	c := &Comparison{
 		SchemaVersion: CompareSchemaVersion, Tool: o.Tool, Version: o.Version,
 		Settings: CompareSettings{Tolerance: o.Tolerance, RatioTolerance: o.RatioTolerance, MaxChance: CompareMaxChance},
-		Baseline: refOf(base),
+		Baseline: refOf(base), Comparisons: []ReportComparison{},
 	}
 	var total CompareCounts
 	for _, other := range others {
@@ -314,7 +314,7 @@ func compareReports(base *Report, other NamedReport, s CompareSettings) ReportCo
 	pairs, onlyBase, onlyOther := matchDevices(base.Devices, other.Report.Devices)
 	for _, p := range pairs {
 		a, b := &base.Devices[p.base], &other.Report.Devices[p.other]
-		dc := DeviceComparison{Baseline: deviceRef(a), Other: deviceRef(b), MatchedBy: p.by}
+		dc := DeviceComparison{Baseline: deviceRef(a), Other: deviceRef(b), MatchedBy: p.by, Figures: []FigureComparison{}}
 		for _, def := range compareFigures {
 			if def.get(a) == nil && def.get(b) == nil {
 				continue // in neither report
