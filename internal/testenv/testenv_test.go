@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +58,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		fmt.Println(child.Process.Pid)
+		if f := os.Getenv("TESTENV_PIDFILE"); f != "" {
+			if err := os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
 		time.Sleep(time.Minute) // not a wait: a program that hangs, killed by the test
 		os.Exit(0)
 	case "sleep":
@@ -424,20 +432,51 @@ func TestOutputKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	stdout, _, err := Output(ctx, []string{helperEnv + "=family"}, bin)
-	took := time.Since(start)
-	if err == nil || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
-		t.Errorf("Output = %v, want the deadline named", err)
+	// Cancelled once the program has started its child (however long that
+	// takes on a loaded machine), not at a fixed deadline: with 500 ms the
+	// child was sometimes never started.
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	started := errors.New("the child started")
+	go func() {
+		wait, stop := context.WithTimeout(ctx, time.Minute)
+		defer stop()
+		Poll(wait, 5*time.Millisecond, func() bool {
+			b, err := os.ReadFile(pidFile)
+			return err == nil && len(b) > 0
+		})
+		cancel(started)
+	}()
+	stdout, _, err := Output(ctx, []string{helperEnv + "=family", "TESTENV_PIDFILE=" + pidFile}, bin)
+	if err == nil || !strings.Contains(err.Error(), started.Error()) {
+		t.Fatalf("Output = %v, want the cancellation's cause named", err)
 	}
-	if strings.TrimSpace(string(stdout)) == "" {
-		t.Errorf("no child pid printed: the program did not start its child")
+	// Had the child kept the output pipe open, Wait would have given up
+	// after WaitDelay with exec.ErrWaitDelay.
+	if errors.Is(err, exec.ErrWaitDelay) {
+		t.Errorf("Output = %v: the child kept the pipe open until WaitDelay", err)
 	}
-	if took >= 2*time.Second {
-		t.Errorf("Output returned after %s: the child kept the pipe open until WaitDelay", took)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(stdout)))
+	if perr != nil {
+		t.Fatalf("stdout %q: no child pid printed", stdout)
 	}
+	// 20 s: well before the child would end by itself (a minute).
+	wait, stop := context.WithTimeout(t.Context(), 20*time.Second)
+	defer stop()
+	Eventually(wait, t, 5*time.Millisecond, fmt.Sprintf("the child %d killed with its parent", pid), func() (bool, string) {
+		// Gone, or a zombie nobody has reaped yet (it no longer runs).
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true, "gone"
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return errors.Is(err, os.ErrNotExist), err.Error()
+		}
+		// The state follows the command's closing parenthesis.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		return len(fields) > 0 && fields[0] == "Z", "state " + strings.Join(fields[:min(1, len(fields))], "")
+	})
 }
 
 // RunEnv passes env to the program.
