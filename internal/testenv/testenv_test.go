@@ -246,6 +246,13 @@ func TestAddressDeadline(t *testing.T) {
 		<-ctx.Done()
 		return 0
 	})
+	// The deadline starts once the program has logged (a goroutine that a
+	// loaded machine may run late): the log must be in the error.
+	wait, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	Eventually(wait, t, time.Millisecond, "the program's first line", func() (bool, string) {
+		return strings.Contains(p.Log(), "starting"), p.Log()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := p.Address(ctx); err == nil || !strings.Contains(err.Error(), "deadline exceeded") || !strings.Contains(err.Error(), "starting") {
@@ -381,17 +388,22 @@ func TestEventually(t *testing.T) {
 		t.Errorf("a condition true at the third call: %d calls, failure %q", calls, r.msg)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	// A condition never true, its context ended at the third check (not
+	// by a clock: a loaded machine may check a timed context only once).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	calls = 0
 	Eventually(ctx, r, 5*time.Millisecond, "the queue to drain", func() (bool, string) {
 		calls++
+		if calls == 3 {
+			cancel()
+		}
 		return false, fmt.Sprintf("%d items left", 7-calls)
 	})
-	if calls < 2 {
-		t.Errorf("a false condition was checked %d times in 30 ms at a 5 ms interval, want at least 2", calls)
+	if calls != 3 {
+		t.Errorf("a false condition was checked %d times until its context ended at the third, want 3", calls)
 	}
-	for _, want := range []string{"for the queue to drain", context.DeadlineExceeded.Error(), fmt.Sprintf("last seen: %d items left", 7-calls)} {
+	for _, want := range []string{"for the queue to drain", context.Canceled.Error(), fmt.Sprintf("last seen: %d items left", 7-calls)} {
 		if !strings.Contains(r.msg, want) {
 			t.Errorf("failure %q lacks %q", r.msg, want)
 		}
