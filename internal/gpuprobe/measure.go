@@ -200,10 +200,10 @@ type eventPair struct{ start, end Event }
 func (s *session) events() (eventPair, func(), error) {
 	var ev eventPair
 	var err error
-	if ev.start, err = s.drv.EventCreate(); err != nil {
+	if ev.start, err = s.drv.EventCreate(probeEventFlags); err != nil {
 		return ev, nil, err
 	}
-	if ev.end, err = s.drv.EventCreate(); err != nil {
+	if ev.end, err = s.drv.EventCreate(probeEventFlags); err != nil {
 		_ = s.drv.EventDestroy(ev.start)
 		return ev, nil, err
 	}

@@ -650,3 +650,31 @@ func TestExporterBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeDoesNotSpin: every wait of a probe blocks its thread. The
+// context is CU_CTX_SCHED_BLOCKING_SYNC, but cuEventSynchronize busy-waits
+// on an event without CU_EVENT_BLOCKING_SYNC whatever the context says (the
+// CUDA driver API's cuEventCreate): with the events created
+// CU_EVENT_DEFAULT, as they were, a probe spins a core for about its whole
+// GPU time (the simulated driver counts it: SpinTime).
+func TestProbeDoesNotSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  gpuprobe.Config
+	}{
+		{"default", gpuprobe.DefaultConfig()},
+		{"exporter", gpuprobe.ExporterConfig()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, drv := newProbe(h100())
+			res := probe(t, p, tc.cfg)
+			if len(res.Errors) > 0 {
+				t.Fatalf("errors: %+v", res.Errors)
+			}
+			if spin := drv.SpinTime(); spin != 0 {
+				t.Errorf("the probe busy-waited %s of its %s of GPU time (%.0f %%); want 0: events must be CU_EVENT_BLOCKING_SYNC",
+					spin, res.GPUTime, 100*spin.Seconds()/res.GPUTime.Seconds())
+			}
+		})
+	}
+}
