@@ -166,9 +166,12 @@ type probeDevice struct {
 	runs        float64
 	errs        map[probeErrKey]float64
 	skips       map[string]float64 // runs that created no context, by reason
-	failing     bool
-	seen        bool // succeeded at least once (first success is logged)
-	warned      bool // an unmatched device was logged
+	// notReportedRuns counts measurements left out for a limit of the
+	// configuration, by measurement and reason (probeErrKey.err).
+	notReportedRuns map[probeErrKey]float64
+	failing         bool
+	seen            bool // succeeded at least once (first success is logged)
+	warned          bool // an unmatched device was logged
 }
 
 type probeErrKey struct{ measurement, err string }
@@ -448,6 +451,9 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	for _, me := range res.Errors {
 		st.errs[probeErrKey{me.Measurement, gpuprobe.MeasurementErrorLabel(me)}]++
 	}
+	for _, nr := range res.NotReported {
+		st.notReported(nr)
+	}
 	if err != nil {
 		st.errs[probeErrKey{ProbeMeasurementProbe, gpuprobe.ErrorLabel(err)}]++
 		st.result = nil
@@ -488,6 +494,9 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	}
 	for _, me := range res.Errors {
 		attrs = append(attrs, "error_"+me.Measurement, me.Err)
+	}
+	for _, nr := range res.NotReported {
+		attrs = append(attrs, "not_reported_"+nr.Measurement, nr.Detail)
 	}
 	p.logger.Log(ctx, level, "probe: device measured", attrs...)
 }
@@ -623,7 +632,7 @@ func DescribeProbe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
 		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc, probeGapDesc,
-		probeSkippedDesc, probeContextMemDesc} {
+		probeSkippedDesc, probeNotReportedDesc, probeContextMemDesc} {
 		ch <- d
 	}
 }
@@ -694,6 +703,13 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 	for _, reason := range gpuprobe.SkipReasons {
 		if n, ok := st.skips[reason]; ok {
 			ms = append(ms, prometheus.MustNewConstMetric(probeSkippedDesc, prometheus.CounterValue, n, st.gpu, st.uuid, reason))
+		}
+	}
+	for _, m := range gpuprobe.Measurements {
+		for _, reason := range gpuprobe.NotReportedReasons {
+			if n, ok := st.notReportedRuns[probeErrKey{m, reason}]; ok {
+				ms = append(ms, prometheus.MustNewConstMetric(probeNotReportedDesc, prometheus.CounterValue, n, st.gpu, st.uuid, m, reason))
+			}
 		}
 	}
 	r := st.result

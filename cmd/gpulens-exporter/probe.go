@@ -40,7 +40,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	cliflag.Duration(app, "collector.probe.interval", "Time between two probes of each device.", "5m", &f.interval)
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
 	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
-	app.Flag("collector.probe.max-memory", "Device memory one probe may take, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; the probe skips a GPU with less free than this plus 768MiB, and the device copy is not reported unless the rest allows buffers of 4x the L2 cache.").Default("1280MiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	app.Flag("collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).").Default("2GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
 

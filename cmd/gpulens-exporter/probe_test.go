@@ -63,7 +63,7 @@ func TestProbeFlagDefaults(t *testing.T) {
 	}
 	f := o.probe
 	if !f.enabled || f.interval != 5*time.Minute || f.budget != 250*time.Millisecond || f.stolenWindow != 100*time.Millisecond ||
-		f.maxMemory != 1280<<20 || f.cudaLibrary != "libcuda.so.1" {
+		f.maxMemory != 2<<30 || f.cudaLibrary != "libcuda.so.1" {
 		t.Errorf("defaults: %+v", f)
 	}
 	want := gpuprobe.ExporterConfig()

@@ -1,6 +1,7 @@
 package gpuprobe_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,3 +98,73 @@ var (
 	launchItersMu sync.Mutex
 	launchIters   map[string]uint64
 )
+
+// TestEverySpecModelProbes: with the exporter's and gpulens-verify's
+// default settings, the probe of every model of the spec table runs every
+// measurement without an error or a figure left out, its device copy on
+// buffers of at least 4 × the model's L2, whether NVML's free memory before
+// the context is known or not. With the exporter's old 1280 MiB budget a
+// B200 (126 MiB L2) failed its device copy on every run
+// (gpulens_probe_errors_total{measurement="device_copy"}), so that
+// GpulensGPUProbeFailing fired for good on healthy B200 nodes.
+func TestEverySpecModelProbes(t *testing.T) {
+	for _, cfg := range []struct {
+		name string
+		cfg  gpuprobe.Config
+	}{
+		{"exporter", gpuprobe.ExporterConfig()},
+		{"verify", gpuprobe.DefaultConfig()},
+	} {
+		for _, s := range gpuspec.All() {
+			for _, known := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/free known %t", cfg.name, s.Key, known), func(t *testing.T) {
+					dev := specDevice(t, s)
+					drv := simdriver.New([]simdriver.Device{dev}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+					opts := gpuprobe.Options{}
+					if known {
+						opts.FreeMemory = nvmlFree([]simdriver.Device{dev})
+					}
+					res := probe(t, gpuprobe.New(drv, opts), cfg.cfg)
+					if res.Skipped != nil || len(res.Errors) > 0 || len(res.NotReported) > 0 {
+						t.Fatalf("skipped %+v, errors %+v, not reported %+v; want every measurement", res.Skipped, res.Errors, res.NotReported)
+					}
+					e := s.Expected()
+					within(t, "device copy", res.DeviceCopyBytesPerSecond, e.DeviceCopyBytesPerSecond, 0.03)
+					within(t, "FP32", res.FP32FLOPS, e.FP32FLOPS, 0.03)
+					if res.Stolen == nil || res.LaunchLatency == 0 || res.H2DBytesPerSecond == 0 || res.FP16TensorFLOPS == 0 {
+						t.Errorf("figures missing: %+v", res)
+					}
+					// What the probe took fits in what it checked free.
+					if need := gpuprobe.MemoryNeed(res.Device, cfg.cfg); need > cfg.cfg.MaxMemoryBytes || res.BufferBudgetBytes < 2*gpuprobe.L2BufferFactor*s.L2CacheBytes {
+						t.Errorf("memory need %d (budget %d), buffer budget %d: want the budget to hold two buffers of 4 × L2 (%d)", need, cfg.cfg.MaxMemoryBytes, res.BufferBudgetBytes, s.L2CacheBytes)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDeviceCopyNotReportedBelowL2: a budget too small for two buffers of
+// 4 × L2 leaves the device copy out, as not reported with its reason, not
+// as an error: the figure would be the L2's, and nothing failed.
+func TestDeviceCopyNotReportedBelowL2(t *testing.T) {
+	s, err := gpuspec.ByKey("b200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := specDevice(t, s)
+	drv := simdriver.New([]simdriver.Device{dev}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+	cfg := gpuprobe.ExporterConfig()
+	cfg.MaxMemoryBytes = 1280 << 20 // the exporter's old default
+	res := probe(t, gpuprobe.New(drv, gpuprobe.Options{FreeMemory: nvmlFree([]simdriver.Device{dev})}), cfg)
+	if len(res.Errors) > 0 {
+		t.Errorf("errors %+v, want none", res.Errors)
+	}
+	if len(res.NotReported) != 1 || res.NotReported[0].Measurement != gpuprobe.MeasureDeviceCopy ||
+		res.NotReported[0].Reason != gpuprobe.NotReportedBufferBudgetBelowL2 || !strings.Contains(res.NotReported[0].Detail, "126.0 MiB L2") {
+		t.Errorf("not reported %+v, want device_copy %s naming the 126 MiB L2", res.NotReported, gpuprobe.NotReportedBufferBudgetBelowL2)
+	}
+	if res.DeviceCopyBytesPerSecond != 0 || res.FP32FLOPS == 0 || res.Stolen == nil {
+		t.Errorf("device copy %g, FP32 %g, stolen %v: want no device copy, the rest measured", res.DeviceCopyBytesPerSecond, res.FP32FLOPS, res.Stolen)
+	}
+}
