@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,9 +81,18 @@ func timeTicker(d time.Duration) (<-chan time.Time, func()) {
 
 // ProbeOptions configures the continuous probe.
 type ProbeOptions struct {
-	// Interval between the starts of two runs; a run probes every CUDA
-	// device in turn.
+	// Interval between the starts of two runs, on average; a run probes
+	// every CUDA device in turn.
 	Interval time.Duration
+	// Jitter spreads the runs: each start is Interval × (1 + Jitter × u)
+	// after the one before, u uniform in [-1, 1), so that a tenant whose
+	// load has a period that locks onto the interval (a batch job every
+	// 5 minutes) is not met at the same phase every run. 0: every
+	// Interval exactly; at most MaxProbeJitter.
+	Jitter float64
+	// Rand draws the u of Jitter, uniform in [0, 1) (mapped to [-1, 1));
+	// nil: math/rand/v2's Float64. Tests inject a seeded source.
+	Rand func() float64
 	// Config bounds each device's probe.
 	Config gpuprobe.Config
 	// Timeout is one device's deadline, and that of listing the devices.
@@ -111,6 +122,10 @@ type ProbeOptions struct {
 	// are used). 0: 5 s.
 	ActivityWait time.Duration
 }
+
+// MaxProbeJitter is the largest ProbeOptions.Jitter: runs at least half an
+// interval apart.
+const MaxProbeJitter = 0.5
 
 // firstSamplePoll is how often the first run looks again whether the
 // sampler has read every GPU.
@@ -184,6 +199,9 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("probe timeout must not be negative, got %s", opts.Timeout)
 	}
+	if opts.Jitter < 0 || opts.Jitter > MaxProbeJitter || math.IsNaN(opts.Jitter) {
+		return nil, fmt.Errorf("probe interval jitter must be between 0 and %g, got %g", MaxProbeJitter, opts.Jitter)
+	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("probe configuration: %w", err)
 	}
@@ -211,13 +229,16 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	if p.tick == nil {
 		p.tick = timeTicker
 	}
+	if p.opts.Rand == nil {
+		p.opts.Rand = rand.Float64
+	}
 	p.snap.Store(&[]prometheus.Metric{})
 	return p, nil
 }
 
-// Run probes every device now, then every interval, until ctx is
-// cancelled. A failing or hanging probe only shows in the probe's own
-// metrics.
+// Run probes every device now, then every interval (spread by the
+// jitter: nextWait), until ctx is cancelled. A failing or hanging probe
+// only shows in the probe's own metrics.
 func (p *ProbeCollector) Run(ctx context.Context) {
 	defer func() {
 		if p.release != nil && !p.busy.Load() {
@@ -227,22 +248,39 @@ func (p *ProbeCollector) Run(ctx context.Context) {
 		}
 	}()
 	p.waitForSampler(ctx)
-	ticks, stop := p.tick(p.opts.Interval)
-	defer stop()
 	for {
 		if ctx.Err() != nil {
 			return
 		}
+		start := p.now()
 		p.RunOnce(ctx)
 		if p.afterRun != nil {
 			p.afterRun()
 		}
+		ticks, stop := p.tick(p.nextWait(start))
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-ticks:
 		}
+		stop()
 	}
+}
+
+// nextWait is how long Run waits after a run that started at start: until
+// Interval × (1 + Jitter × u) after it, u uniform in [-1, 1); a run that
+// overran that waits the jittered interval from its end, so that runs never
+// follow each other back to back.
+func (p *ProbeCollector) nextWait(start time.Time) time.Duration {
+	step := p.opts.Interval
+	if j := p.opts.Jitter; j > 0 {
+		step = time.Duration(float64(step) * (1 + j*(2*p.opts.Rand()-1)))
+	}
+	if wait := start.Add(step).Sub(p.now()); wait > 0 {
+		return wait
+	}
+	return step
 }
 
 // waitForSampler waits, at most FirstSampleWait, until the sampler knows
