@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,9 +81,18 @@ func timeTicker(d time.Duration) (<-chan time.Time, func()) {
 
 // ProbeOptions configures the continuous probe.
 type ProbeOptions struct {
-	// Interval between the starts of two runs; a run probes every CUDA
-	// device in turn.
+	// Interval between the starts of two runs, on average; a run probes
+	// every CUDA device in turn.
 	Interval time.Duration
+	// Jitter spreads the runs: each start is Interval × (1 + Jitter × u)
+	// after the one before, u uniform in [-1, 1), so that a tenant whose
+	// load has a period that locks onto the interval (a batch job every
+	// 5 minutes) is not met at the same phase every run. 0: every
+	// Interval exactly; at most MaxProbeJitter.
+	Jitter float64
+	// Rand draws the u of Jitter, uniform in [0, 1) (mapped to [-1, 1));
+	// nil: math/rand/v2's Float64. Tests inject a seeded source.
+	Rand func() float64
 	// Config bounds each device's probe.
 	Config gpuprobe.Config
 	// Timeout is one device's deadline, and that of listing the devices.
@@ -111,6 +122,10 @@ type ProbeOptions struct {
 	// are used). 0: 5 s.
 	ActivityWait time.Duration
 }
+
+// MaxProbeJitter is the largest ProbeOptions.Jitter: runs at least half an
+// interval apart.
+const MaxProbeJitter = 0.5
 
 // firstSamplePoll is how often the first run looks again whether the
 // sampler has read every GPU.
@@ -166,9 +181,12 @@ type probeDevice struct {
 	runs        float64
 	errs        map[probeErrKey]float64
 	skips       map[string]float64 // runs that created no context, by reason
-	failing     bool
-	seen        bool // succeeded at least once (first success is logged)
-	warned      bool // an unmatched device was logged
+	// notReportedRuns counts measurements left out for a limit of the
+	// configuration, by measurement and reason (probeErrKey.err).
+	notReportedRuns map[probeErrKey]float64
+	failing         bool
+	seen            bool // succeeded at least once (first success is logged)
+	warned          bool // an unmatched device was logged
 }
 
 type probeErrKey struct{ measurement, err string }
@@ -180,6 +198,9 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	}
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("probe timeout must not be negative, got %s", opts.Timeout)
+	}
+	if opts.Jitter < 0 || opts.Jitter > MaxProbeJitter || math.IsNaN(opts.Jitter) {
+		return nil, fmt.Errorf("probe interval jitter must be between 0 and %g, got %g", MaxProbeJitter, opts.Jitter)
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("probe configuration: %w", err)
@@ -208,13 +229,16 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	if p.tick == nil {
 		p.tick = timeTicker
 	}
+	if p.opts.Rand == nil {
+		p.opts.Rand = rand.Float64
+	}
 	p.snap.Store(&[]prometheus.Metric{})
 	return p, nil
 }
 
-// Run probes every device now, then every interval, until ctx is
-// cancelled. A failing or hanging probe only shows in the probe's own
-// metrics.
+// Run probes every device now, then every interval (spread by the
+// jitter: nextWait), until ctx is cancelled. A failing or hanging probe
+// only shows in the probe's own metrics.
 func (p *ProbeCollector) Run(ctx context.Context) {
 	defer func() {
 		if p.release != nil && !p.busy.Load() {
@@ -224,22 +248,39 @@ func (p *ProbeCollector) Run(ctx context.Context) {
 		}
 	}()
 	p.waitForSampler(ctx)
-	ticks, stop := p.tick(p.opts.Interval)
-	defer stop()
 	for {
 		if ctx.Err() != nil {
 			return
 		}
+		start := p.now()
 		p.RunOnce(ctx)
 		if p.afterRun != nil {
 			p.afterRun()
 		}
+		ticks, stop := p.tick(p.nextWait(start))
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-ticks:
 		}
+		stop()
 	}
+}
+
+// nextWait is how long Run waits after a run that started at start: until
+// Interval × (1 + Jitter × u) after it, u uniform in [-1, 1); a run that
+// overran that waits the jittered interval from its end, so that runs never
+// follow each other back to back.
+func (p *ProbeCollector) nextWait(start time.Time) time.Duration {
+	step := p.opts.Interval
+	if j := p.opts.Jitter; j > 0 {
+		step = time.Duration(float64(step) * (1 + j*(2*p.opts.Rand()-1)))
+	}
+	if wait := start.Add(step).Sub(p.now()); wait > 0 {
+		return wait
+	}
+	return step
 }
 
 // waitForSampler waits, at most FirstSampleWait, until the sampler knows
@@ -448,6 +489,9 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	for _, me := range res.Errors {
 		st.errs[probeErrKey{me.Measurement, gpuprobe.MeasurementErrorLabel(me)}]++
 	}
+	for _, nr := range res.NotReported {
+		st.notReported(nr)
+	}
 	if err != nil {
 		st.errs[probeErrKey{ProbeMeasurementProbe, gpuprobe.ErrorLabel(err)}]++
 		st.result = nil
@@ -488,6 +532,9 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	}
 	for _, me := range res.Errors {
 		attrs = append(attrs, "error_"+me.Measurement, me.Err)
+	}
+	for _, nr := range res.NotReported {
+		attrs = append(attrs, "not_reported_"+nr.Measurement, nr.Detail)
 	}
 	p.logger.Log(ctx, level, "probe: device measured", attrs...)
 }
@@ -623,7 +670,7 @@ func DescribeProbe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
 		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc, probeGapDesc,
-		probeSkippedDesc, probeContextMemDesc} {
+		probeSkippedDesc, probeNotReportedDesc, probeContextMemDesc} {
 		ch <- d
 	}
 }
@@ -694,6 +741,13 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 	for _, reason := range gpuprobe.SkipReasons {
 		if n, ok := st.skips[reason]; ok {
 			ms = append(ms, prometheus.MustNewConstMetric(probeSkippedDesc, prometheus.CounterValue, n, st.gpu, st.uuid, reason))
+		}
+	}
+	for _, m := range gpuprobe.Measurements {
+		for _, reason := range gpuprobe.NotReportedReasons {
+			if n, ok := st.notReportedRuns[probeErrKey{m, reason}]; ok {
+				ms = append(ms, prometheus.MustNewConstMetric(probeNotReportedDesc, prometheus.CounterValue, n, st.gpu, st.uuid, m, reason))
+			}
 		}
 	}
 	r := st.result

@@ -17,6 +17,9 @@ var (
 	probeSkippedDesc = desc("probe", "skipped_total",
 		"Probe runs that created no context on the device, by reason: compute_mode_exclusive_process, compute_mode_prohibited (the GPU is not ours to share), free_memory_low (free memory below the probe's memory budget plus the context margin), mig_instance_not_visible (CUDA shows one MIG instance per process; this one is not measured).",
 		"reason")
+	probeNotReportedDesc = desc("probe", "not_reported_total",
+		"Probe runs that left a measurement's figure out for a limit of the configuration rather than a failure (not counted in errors_total), by measurement and reason: buffer_budget_below_l2 (--collector.probe.max-memory less the context leaves no room for two device-copy buffers of 4x the L2 cache: the copy would measure the cache).",
+		"measurement", "reason")
 	probeContextMemDesc = desc("probe", "context_memory_bytes",
 		"Device memory the probe's own CUDA context took in its last run (the drop in free memory from NVML's figure before the context to cuMemGetInfo's right after), counted in --collector.probe.max-memory. Absent when free memory was not known before.")
 )
@@ -142,6 +145,15 @@ func (p *ProbeCollector) invisibleMIG(listed map[string]bool) map[string]bool {
 		st.result = nil
 	}
 	return out
+}
+
+// notReported counts a measurement left out for a reason of the
+// configuration.
+func (st *probeDevice) notReported(nr gpuprobe.NotReported) {
+	if st.notReportedRuns == nil {
+		st.notReportedRuns = map[probeErrKey]float64{}
+	}
+	st.notReportedRuns[probeErrKey{nr.Measurement, nr.Reason}]++
 }
 
 // skip counts a run that created no context.

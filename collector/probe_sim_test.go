@@ -161,3 +161,56 @@ func TestProbeOverSimulatedDriverFaults(t *testing.T) {
 		}
 	})
 }
+
+// TestProbeB200DeviceCopy: a B200's 126 MiB L2 needs two 504 MiB copy
+// buffers. With the exporter's default budget the device copy is measured;
+// with a budget too small for them (the old default, 1280 MiB) its figure
+// is left out and counted in gpulens_probe_not_reported_total, never in
+// gpulens_probe_errors_total, so GpulensGPUProbeFailing stays quiet on a
+// healthy B200 (before, every run counted a device_copy error).
+func TestProbeB200DeviceCopy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		maxMem   uint64
+		reported bool
+	}{
+		{"default budget", gpuprobe.ExporterConfig().MaxMemoryBytes, true},
+		{"1280 MiB budget", 1280 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			b200 := simH100(testGPUs[0].UUID, testGPUs[0].PCIBusID)
+			b200.Name, b200.CCMajor, b200.SMs, b200.TotalMemoryBytes = "NVIDIA B200", 10, 148, 180<<30
+			b200.L2CacheBytes, b200.ContextMemoryBytes = 126<<20, 600<<20
+			drv := simdriver.New([]simdriver.Device{b200}, simdriver.Options{Now: clock.Now, Seed: 1})
+			opts := ProbeOptions{Interval: 5 * time.Minute, Config: gpuprobe.ExporterConfig(), Now: clock.Now}
+			opts.Config.MaxMemoryBytes = tc.maxMem
+			p, err := NewProbeCollector(staticOpener(gpuprobe.New(drv, gpuprobe.Options{})), &fakeDirectory{gpus: testGPUs[:1], complete: true}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				p.RunOnce(context.Background())
+			}
+			got := gatherProbe(t, p)
+			for k := range got {
+				if strings.HasPrefix(k, "gpulens_probe_errors_total") {
+					t.Errorf("error counted: %s = %v", k, got[k])
+				}
+			}
+			nr := seriesKey("gpulens_probe_not_reported_total", gpu0, "measurement=device_copy", "reason="+gpuprobe.NotReportedBufferBudgetBelowL2)
+			copyKey := "gpulens_probe_device_copy_bandwidth_bytes_per_second{" + gpu0 + "}"
+			if tc.reported {
+				if _, ok := got[nr]; ok || got[copyKey] == 0 {
+					t.Errorf("device copy %v, not reported %v: want measured", got[copyKey], got[nr])
+				}
+				return
+			}
+			if got[nr] != 3 || got[copyKey] != 0 || got["gpulens_probe_up{"+gpu0+"}"] != 1 {
+				t.Errorf("not reported %v, device copy %v, up %v: want 3 runs not reported, no figure, up 1", got[nr], got[copyKey], got["gpulens_probe_up{"+gpu0+"}"])
+			}
+		})
+	}
+}

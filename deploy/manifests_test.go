@@ -273,6 +273,9 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	for _, p := range probeProblems(c) {
 		t.Errorf("%s: %s", where, p)
 	}
+	for _, p := range jitCacheProblems(pod.Spec, c) {
+		t.Errorf("%s: %s", where, p)
+	}
 	for _, p := range dcgmCompatProblems(c, svc, sm) {
 		t.Errorf("%s: %s", where, p)
 	}
@@ -282,8 +285,8 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 		}
 	}
 	for _, m := range c.VolumeMounts {
-		if !m.ReadOnly {
-			t.Errorf("%s: exporter mount %s is not read-only", where, m.MountPath)
+		if !m.ReadOnly && m.Name != jitCacheVolume {
+			t.Errorf("%s: exporter mount %s is not read-only (only the probe's JIT cache may be written)", where, m.MountPath)
 		}
 	}
 	podResources := false

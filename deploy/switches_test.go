@@ -37,6 +37,12 @@ const (
 	probeMemoryLimit = 512 << 20
 	// probeMemoryRequest: the exporter between probes, libcuda loaded.
 	probeMemoryRequest = 128 << 20
+	// The probe's PTX JIT cache: CUDA_CACHE_PATH on a writable volume
+	// (the root file systems are read-only), CUDA_CACHE_MAXSIZE bytes.
+	jitCacheVolume  = "jit-cache"
+	jitCachePath    = "/var/cache/gpulens-jit"
+	jitCacheMaxSize = "33554432"
+	jitCacheLimit   = 64 << 20
 	// dcgmPort is dcgm-exporter's port, where the compat view listens.
 	dcgmPort = 9400
 	// dcgmJob is the job of the compat view's series.
@@ -137,6 +143,52 @@ func probeProblems(c corev1.Container) []string {
 	}
 	if req, ok := c.Resources.Requests[corev1.ResourceMemory]; !ok || req.Cmp(lim) > 0 {
 		out = append(out, fmt.Sprintf("--collector.probe with a memory request of %s over the limit %s", req.String(), lim.String()))
+	}
+	return out
+}
+
+// jitCacheProblems checks the probe's JIT cache in a pod: with the probe,
+// CUDA_CACHE_PATH and CUDA_CACHE_MAXSIZE set, and CUDA_CACHE_PATH on a
+// writable mount of an emptyDir of at most jitCacheLimit (the root file
+// system is read-only: without it the driver JIT-compiles the probe's PTX
+// on every run); without the probe, none of it.
+func jitCacheProblems(spec corev1.PodSpec, c corev1.Container) []string {
+	probe := boolFlag(c.Args, "collector.probe")
+	path, hasPath := envValue(c, "CUDA_CACHE_PATH")
+	size, hasSize := envValue(c, "CUDA_CACHE_MAXSIZE")
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.Name == jitCacheVolume {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	var vol *corev1.Volume
+	for i, v := range spec.Volumes {
+		if v.Name == jitCacheVolume {
+			vol = &spec.Volumes[i]
+		}
+	}
+	if !probe {
+		if hasPath || hasSize || mount != nil || vol != nil {
+			return []string{fmt.Sprintf("no probe, but CUDA_CACHE_PATH %q, CUDA_CACHE_MAXSIZE %q, mount %v, volume %v", path.Value, size.Value, mount != nil, vol != nil)}
+		}
+		return nil
+	}
+	var out []string
+	if !hasPath || path.Value != jitCachePath || !hasSize || size.Value != jitCacheMaxSize {
+		out = append(out, fmt.Sprintf("--collector.probe with CUDA_CACHE_PATH=%q CUDA_CACHE_MAXSIZE=%q: want %s and %s (the PTX JIT's cache)", path.Value, size.Value, jitCachePath, jitCacheMaxSize))
+	}
+	switch {
+	case mount == nil:
+		out = append(out, fmt.Sprintf("--collector.probe without a %s mount: the read-only root file system leaves the JIT no cache", jitCacheVolume))
+	case mount.ReadOnly || mount.MountPath != jitCachePath:
+		out = append(out, fmt.Sprintf("JIT cache mount %+v: want %s writable", *mount, jitCachePath))
+	}
+	switch {
+	case vol == nil || vol.EmptyDir == nil:
+		out = append(out, fmt.Sprintf("JIT cache volume %v: want an emptyDir", vol))
+	case vol.EmptyDir.SizeLimit == nil || vol.EmptyDir.SizeLimit.Value() > jitCacheLimit:
+		out = append(out, fmt.Sprintf("JIT cache emptyDir size limit %v: want at most %d", vol.EmptyDir.SizeLimit, jitCacheLimit))
 	}
 	return out
 }
@@ -251,6 +303,17 @@ func TestSwitchChecksFail(t *testing.T) {
 		{"probe turned off again with compute left", func(c *corev1.Container, _ *corev1.Service, _ *monitoringv1.ServiceMonitor) {
 			c.Args = append(c.Args, "--no-collector.probe")
 		}, `no probe, NVIDIA_DRIVER_CAPABILITIES="compute,utility"`},
+		{"probe without the JIT cache path", func(c *corev1.Container, _ *corev1.Service, _ *monitoringv1.ServiceMonitor) {
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CUDA_CACHE_PATH" })
+		}, `CUDA_CACHE_PATH=""`},
+		{"probe without the JIT cache mount", func(c *corev1.Container, _ *corev1.Service, _ *monitoringv1.ServiceMonitor) {
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == jitCacheVolume })
+		}, "without a jit-cache mount"},
+		{"JIT cache mounted read-only", func(c *corev1.Container, _ *corev1.Service, _ *monitoringv1.ServiceMonitor) {
+			for i := range c.VolumeMounts {
+				c.VolumeMounts[i].ReadOnly = true
+			}
+		}, "want /var/cache/gpulens-jit writable"},
 		{"no NODE_NAME", func(c *corev1.Container, _ *corev1.Service, _ *monitoringv1.ServiceMonitor) {
 			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
 		}, "NODE_NAME"},
@@ -280,6 +343,7 @@ func TestSwitchChecksFail(t *testing.T) {
 			var problems []string
 			problems = append(problems, exporterEnvProblems(*c)...)
 			problems = append(problems, probeProblems(*c)...)
+			problems = append(problems, jitCacheProblems(good.daemonSets[0].Spec.Template.Spec, *c)...)
 			problems = append(problems, dcgmCompatProblems(*c, svc, sm)...)
 			got := strings.Join(problems, "\n")
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
@@ -309,11 +373,17 @@ func replaceArg(args []string, old, new string) []string {
 	return out
 }
 
-// withProbe is what the probe switch changes, applied to the exporter
-// container of a deployment without it.
-func withProbe(c *corev1.Container) {
+// withProbe is what the probe switch changes, applied to the exporter pod
+// of a deployment without it.
+func withProbe(spec *corev1.PodSpec) {
+	c := &spec.Containers[0]
 	c.Args = append(c.Args, "--collector.probe", "--collector.probe.interval=5m")
 	setEnv(c, "NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+	setEnv(c, "CUDA_CACHE_PATH", jitCachePath)
+	setEnv(c, "CUDA_CACHE_MAXSIZE", jitCacheMaxSize)
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: jitCacheVolume, MountPath: jitCachePath})
+	limit := resource.NewQuantity(jitCacheLimit, resource.BinarySI)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: jitCacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: limit}}})
 	c.Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(probeMemoryRequest, resource.BinarySI)
 	c.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(probeMemoryLimit, resource.BinarySI)
 }
@@ -349,7 +419,7 @@ func compareSwitched(t *testing.T, where string, off, on *objects, probe, compat
 		serviceMonitors: []*monitoringv1.ServiceMonitor{off.serviceMonitors[0].DeepCopy()},
 	}
 	if probe {
-		withProbe(&want.daemonSets[0].Spec.Template.Spec.Containers[0])
+		withProbe(&want.daemonSets[0].Spec.Template.Spec)
 	}
 	if compat {
 		withDCGMCompat(want.daemonSets[0], want.services[0], want.serviceMonitors[0])
@@ -360,7 +430,9 @@ func compareSwitched(t *testing.T, where string, off, on *objects, probe, compat
 		for _, ds := range o.daemonSets {
 			for i := range ds.Spec.Template.Spec.Containers {
 				slices.SortFunc(ds.Spec.Template.Spec.Containers[i].Env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+				slices.SortFunc(ds.Spec.Template.Spec.Containers[i].VolumeMounts, func(a, b corev1.VolumeMount) int { return strings.Compare(a.Name, b.Name) })
 			}
+			slices.SortFunc(ds.Spec.Template.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
 		}
 	}
 	for _, p := range []struct {
@@ -561,6 +633,26 @@ func composeProblems(t *testing.T, s composetypes.ServiceConfig) []string {
 		if s.MemReservation > s.MemLimit {
 			out = append(out, fmt.Sprintf("mem_reservation %d over mem_limit %d", s.MemReservation, s.MemLimit))
 		}
+		env := func(k string) string {
+			if v := s.Environment[k]; v != nil {
+				return *v
+			}
+			return ""
+		}
+		if env("CUDA_CACHE_PATH") != jitCachePath || env("CUDA_CACHE_MAXSIZE") != jitCacheMaxSize {
+			out = append(out, fmt.Sprintf("--collector.probe with CUDA_CACHE_PATH=%q CUDA_CACHE_MAXSIZE=%q: want %s and %s (the PTX JIT's cache)", env("CUDA_CACHE_PATH"), env("CUDA_CACHE_MAXSIZE"), jitCachePath, jitCacheMaxSize))
+		}
+		// read_only: the cache needs a writable tmpfs there, owned by the
+		// image's user (65532, deploy/docker/exporter.Dockerfile).
+		tmpfs := ""
+		for _, m := range s.Tmpfs {
+			if p, opts, _ := strings.Cut(m, ":"); p == jitCachePath {
+				tmpfs = opts
+			}
+		}
+		if s.ReadOnly && (!strings.Contains(tmpfs, "uid=65532") || !strings.Contains(tmpfs, "size=")) {
+			out = append(out, fmt.Sprintf("--collector.probe on a read-only root file system with tmpfs %q at %s: want one owned by uid 65532, with a size", tmpfs, jitCachePath))
+		}
 	}
 	addr, hasAddr := flagValue(args, "compat.dcgm.listen-address")
 	published := false
@@ -636,6 +728,14 @@ func TestComposeSwitches(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Without the JIT cache's tmpfs and environment, the check fails.
+	p0 := loadComposeFiles(t, "compose.gpu.yaml", "compose.probe.yaml")
+	ex := p0.Services["exporter"]
+	ex.Tmpfs = nil
+	delete(ex.Environment, "CUDA_CACHE_PATH")
+	if got := strings.Join(composeProblems(t, ex), "\n"); !strings.Contains(got, `CUDA_CACHE_PATH=""`) || !strings.Contains(got, `tmpfs ""`) {
+		t.Errorf("compose.probe.yaml without the JIT cache: problems %q; want both named", got)
 	}
 	// The probe needs a GPU: only compose.gpu.yaml's exporter has one.
 	p := loadComposeFiles(t, "compose.yaml", "compose.probe.yaml")
@@ -744,6 +844,24 @@ func systemdProblems(u unit) []string {
 	if probe && (err != nil || mem < probeMemoryLimit) {
 		out = append(out, fmt.Sprintf("--collector.probe with MemoryMax=%s: want at least %d", u.last("Service.MemoryMax"), probeMemoryLimit))
 	}
+	if probe {
+		// The PTX JIT's cache: ProtectSystem=strict and ProtectHome=yes
+		// leave no writable ~/.nv; the CacheDirectory= is writable.
+		env := map[string]string{}
+		for _, e := range u["Service.Environment"] {
+			k, v, _ := strings.Cut(e, "=")
+			env[k] = v
+		}
+		if u.last("Service.CacheDirectory") != "gpulens-exporter" || env["CUDA_CACHE_PATH"] != "%C/gpulens-exporter" || env["CUDA_CACHE_MAXSIZE"] != jitCacheMaxSize {
+			out = append(out, fmt.Sprintf("--collector.probe with CacheDirectory=%q CUDA_CACHE_PATH=%q CUDA_CACHE_MAXSIZE=%q: want gpulens-exporter, %%C/gpulens-exporter and %s",
+				u.last("Service.CacheDirectory"), env["CUDA_CACHE_PATH"], env["CUDA_CACHE_MAXSIZE"], jitCacheMaxSize))
+		}
+	}
+	// W^X holds with the probe too (docs/verify.md: the driver and its JIT
+	// need no writable-and-executable memory on the host).
+	if u.last("Service.MemoryDenyWriteExecute") != "yes" {
+		out = append(out, fmt.Sprintf("MemoryDenyWriteExecute=%q: want yes", u.last("Service.MemoryDenyWriteExecute")))
+	}
 	return out
 }
 
@@ -775,6 +893,8 @@ func TestSystemdProbeDropIn(t *testing.T) {
 		}{
 			{"DeviceAllow=/dev/nvidia-uvm rw", `DeviceAllow=/dev/nvidia-uvm "r"; want rw`},
 			{"MemoryMax=512M", "MemoryMax=256M"},
+			{"CacheDirectory=gpulens-exporter", `CacheDirectory=""`},
+			{"Environment=CUDA_CACHE_PATH=%C/gpulens-exporter", `CUDA_CACHE_PATH=""`},
 		} {
 			b, err := os.ReadFile(dropIn)
 			if err != nil {

@@ -29,6 +29,7 @@ const (
 type probeFlags struct {
 	enabled      bool
 	interval     time.Duration
+	jitter       float64
 	budget       time.Duration
 	stolenWindow time.Duration
 	maxMemory    uint64
@@ -37,10 +38,11 @@ type probeFlags struct {
 
 func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	app.Flag("collector.probe", "Enable the probe: measure each CUDA device from the inside every --collector.probe.interval (bandwidths, FLOP/s, launch latency, stolen time) with a small GPU-time and memory budget. Needs libcuda (--cuda.library); off by default.").Default("false").BoolVar(&f.enabled)
-	cliflag.Duration(app, "collector.probe.interval", "Time between two probes of each device.", "5m", &f.interval)
+	cliflag.Duration(app, "collector.probe.interval", "Time between two probes of each device, on average (see --collector.probe.interval-jitter).", "5m", &f.interval)
+	app.Flag("collector.probe.interval-jitter", "Spread of the time between two probes, as a fraction of --collector.probe.interval: each wait is interval × (1 ± up to this, uniformly random), so a tenant whose load repeats with the interval's period is not probed at the same phase every time; 0 to 0.5.").Default("0.2").Float64Var(&f.jitter)
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
 	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
-	app.Flag("collector.probe.max-memory", "Device memory one probe may take, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; the probe skips a GPU with less free than this plus 768MiB, and the device copy is not reported unless the rest allows buffers of 4x the L2 cache.").Default("1280MiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	app.Flag("collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).").Default("2GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
 
@@ -50,6 +52,8 @@ func (f *probeFlags) config() (gpuprobe.Config, error) {
 	switch {
 	case f.interval <= 0:
 		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.interval must be positive, got %s", f.interval)
+	case !(f.jitter >= 0 && f.jitter <= collector.MaxProbeJitter):
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.interval-jitter must be between 0 and %g, got %g", collector.MaxProbeJitter, f.jitter)
 	case f.budget <= 0:
 		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.budget must be positive, got %s", f.budget)
 	case f.budget > maxProbeBudget:
@@ -141,7 +145,7 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) c
 	open := prober(popts)
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
-	opts := collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv}
+	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Config: cfg, Logger: logger, NVML: nv}
 	// The sampler keeps each GPU's visible-process timeline for the
 	// unexplained stolen time.
 	if s, ok := dir.(interface {

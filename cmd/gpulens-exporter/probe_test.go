@@ -26,6 +26,8 @@ func TestProbeFlagsNameTheCulprit(t *testing.T) {
 		want []string
 	}{
 		{"zero interval", []string{"--collector.probe.interval=0s"}, []string{"--collector.probe.interval must be positive"}},
+		{"jitter over half", []string{"--collector.probe.interval-jitter=0.7"}, []string{"--collector.probe.interval-jitter must be between 0 and 0.5, got 0.7"}},
+		{"negative jitter", []string{"--collector.probe.interval-jitter=-0.1"}, []string{"--collector.probe.interval-jitter must be between 0 and 0.5"}},
 		{"bad interval", []string{"--collector.probe.interval=often"}, []string{"--collector.probe.interval", `"often" is not a duration`}},
 		{"negative budget", []string{"--collector.probe.budget=-1ms"}, []string{"--collector.probe.budget must be positive"}},
 		{"budget over the cap", []string{"--collector.probe.budget=11s", "--collector.probe.interval=1h"}, []string{"--collector.probe.budget must be at most 10s", "gpulens-verify"}},
@@ -62,8 +64,8 @@ func TestProbeFlagDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := o.probe
-	if !f.enabled || f.interval != 5*time.Minute || f.budget != 250*time.Millisecond || f.stolenWindow != 100*time.Millisecond ||
-		f.maxMemory != 1280<<20 || f.cudaLibrary != "libcuda.so.1" {
+	if !f.enabled || f.interval != 5*time.Minute || f.jitter != 0.2 || f.budget != 250*time.Millisecond || f.stolenWindow != 100*time.Millisecond ||
+		f.maxMemory != 2<<30 || f.cudaLibrary != "libcuda.so.1" {
 		t.Errorf("defaults: %+v", f)
 	}
 	want := gpuprobe.ExporterConfig()

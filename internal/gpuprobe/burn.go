@@ -220,11 +220,11 @@ func (b *burner) run(ctx context.Context, ordinal int, cfg BurnConfig) (BurnResu
 		res.MemoryBytes = cfg.MemoryBytes
 	}
 	var ev eventPair
-	if ev.start, err = d.EventCreate(); err != nil {
+	if ev.start, err = d.EventCreate(probeEventFlags); err != nil {
 		return res, err
 	}
 	b.onExit("destroying an event", func() error { return d.EventDestroy(ev.start) })
-	if ev.end, err = d.EventCreate(); err != nil {
+	if ev.end, err = d.EventCreate(probeEventFlags); err != nil {
 		return res, err
 	}
 	b.onExit("destroying an event", func() error { return d.EventDestroy(ev.end) })

@@ -66,8 +66,8 @@ func (r *recorder) CtxCreate(o int) (gpuprobe.Context, error) {
 func (r *recorder) CtxDestroy(c gpuprobe.Context) error {
 	return r.count(&r.ctxsGone, r.Driver.CtxDestroy(c))
 }
-func (r *recorder) EventCreate() (gpuprobe.Event, error) {
-	e, err := r.Driver.EventCreate()
+func (r *recorder) EventCreate(flags uint32) (gpuprobe.Event, error) {
+	e, err := r.Driver.EventCreate(flags)
 	return e, r.count(&r.events, err)
 }
 func (r *recorder) EventDestroy(e gpuprobe.Event) error {

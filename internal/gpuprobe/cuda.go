@@ -697,15 +697,15 @@ func (c *CUDA) LaunchKernel(f Function, grid, block Dim3, sharedMemBytes uint32,
 		sharedMemBytes, 0, params, nil))
 }
 
-// EventCreate is cuEventCreate with CU_EVENT_DEFAULT (timing enabled).
-func (c *CUDA) EventCreate() (Event, error) {
+// EventCreate is cuEventCreate with flags (EventBlockingSync, …).
+func (c *CUDA) EventCreate(flags uint32) (Event, error) {
 	const call = "cuEventCreate"
 	if err := c.enter(call); err != nil {
 		return 0, err
 	}
 	defer c.exit()
 	var ev uintptr
-	if err := c.check(call, c.fn.cuEventCreate(&ev, 0)); err != nil {
+	if err := c.check(call, c.fn.cuEventCreate(&ev, flags)); err != nil {
 		return 0, err
 	}
 	return Event(ev), nil

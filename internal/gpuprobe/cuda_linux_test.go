@@ -343,9 +343,9 @@ func TestRealLibcudaKernels(t *testing.T) {
 	}
 
 	// Launch latency path: noop between events.
-	start, err := c.EventCreate()
+	start, err := c.EventCreate(EventBlockingSync)
 	must(err)
-	end, err := c.EventCreate()
+	end, err := c.EventCreate(EventBlockingSync)
 	must(err)
 	must(c.EventRecord(start))
 	must(c.LaunchKernel(fn[KernelNoop], Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0))

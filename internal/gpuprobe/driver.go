@@ -103,8 +103,12 @@ type Driver interface {
 	// package takes only .u64 parameters, passed in args in order.
 	LaunchKernel(f Function, grid, block Dim3, sharedMemBytes uint32, args ...uint64) error
 
-	EventCreate() (Event, error)
+	// EventCreate is cuEventCreate with flags (EventBlockingSync, …).
+	EventCreate(flags uint32) (Event, error)
 	EventRecord(Event) error
+	// EventSynchronize waits until the event completes: blocking the
+	// thread when the event has EventBlockingSync, else busy-waiting
+	// (whatever the context's scheduling flag).
 	EventSynchronize(Event) error
 	EventElapsed(start, end Event) (time.Duration, error)
 	EventDestroy(Event) error
@@ -128,6 +132,22 @@ func (e *CUDAError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s (%d)", e.Call, e.Name, e.Code)
 }
+
+// CUevent_flags (cuEventCreate). The CUDA driver API documents that
+// cuEventSynchronize blocks the calling thread only for an event created
+// with CU_EVENT_BLOCKING_SYNC; on any other event it busy-waits until the
+// event completes, whatever the context's CU_CTX_SCHED_* flag says. Timing
+// stays on unless EventDisableTiming is given, so the probe's events are
+// EventBlockingSync alone (probeEventFlags).
+const (
+	EventDefault       = 0x0 // CU_EVENT_DEFAULT: timing on, busy-wait
+	EventBlockingSync  = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize blocks
+	EventDisableTiming = 0x2 // CU_EVENT_DISABLE_TIMING
+)
+
+// probeEventFlags are the flags of every event the probe and the burn
+// create: timing events whose wait blocks instead of spinning a core.
+const probeEventFlags = EventBlockingSync
 
 // CUresult codes the probe treats specially.
 const (

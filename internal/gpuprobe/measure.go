@@ -32,8 +32,12 @@ const (
 	// kernel that ends in a neighbour's slice.
 	plannedShare = 0.9
 
-	maxHostCopyBytes   = 64 << 20  // PCIe peaks at a few MiB; pinned host memory is scarce
-	maxDeviceCopyBytes = 512 << 20 // per buffer, unless 4 × L2 is more
+	maxHostCopyBytes = 64 << 20 // PCIe peaks at a few MiB; pinned host memory is scarce
+	// minDeviceCopyBytes is the smallest device-copy buffer (L2s of a few
+	// MiB: A10); unknownL2CopyBytes the buffer size where the L2 size is
+	// not known (more than L2BufferFactor × any L2 of the spec table).
+	minDeviceCopyBytes = 64 << 20
+	unknownL2CopyBytes = 512 << 20
 	pilotCopyBytes     = 1 << 20
 	pilotKernelIters   = 16
 
@@ -200,10 +204,10 @@ type eventPair struct{ start, end Event }
 func (s *session) events() (eventPair, func(), error) {
 	var ev eventPair
 	var err error
-	if ev.start, err = s.drv.EventCreate(); err != nil {
+	if ev.start, err = s.drv.EventCreate(probeEventFlags); err != nil {
 		return ev, nil, err
 	}
-	if ev.end, err = s.drv.EventCreate(); err != nil {
+	if ev.end, err = s.drv.EventCreate(probeEventFlags); err != nil {
 		_ = s.drv.EventDestroy(ev.start)
 		return ev, nil, err
 	}
@@ -443,10 +447,11 @@ func (s *session) deviceCopy(m string) error {
 		return err
 	}
 	l2 := uint64(max(0, s.dev.L2CacheBytes))
-	size := min(s.mem/2, max(maxDeviceCopyBytes, L2BufferFactor*l2)) / 16 * 16
+	size := min(s.mem/2, copyBufferBytes(s.dev)) / 16 * 16
 	if size < L2BufferFactor*l2 || size < pilotCopyBytes {
-		return fmt.Errorf("not reported: copy buffers of %d bytes (half the %d-byte buffer budget) would sit in the %d-byte L2 cache; the figure needs buffers of at least %d × L2 (raise MaxMemoryBytes to at least %d)",
-			size, s.mem, l2, L2BufferFactor, s.cfg.MaxMemoryBytes-s.mem+2*max(L2BufferFactor*l2, pilotCopyBytes))
+		return &notReportedError{reason: NotReportedBufferBudgetBelowL2, detail: fmt.Sprintf(
+			"copy buffers of %s (half the %s buffer budget) would sit in the %s L2 cache; the figure needs two buffers of at least %d × L2 (raise the probe's memory budget to at least %s)",
+			fmtBytes(size), fmtBytes(s.mem), fmtBytes(l2), L2BufferFactor, fmtBytes(s.cfg.MaxMemoryBytes-s.mem+2*max(L2BufferFactor*l2, pilotCopyBytes)))}
 	}
 	f, err := s.function(KernelCopy)
 	if err != nil {
@@ -487,6 +492,46 @@ func (s *session) deviceCopy(m string) error {
 	}
 	s.res.DeviceCopyBytesPerSecond = rate * 2 * 16
 	return nil
+}
+
+// copyBufferBytes is the size of each device-copy buffer on dev:
+// L2BufferFactor × its L2 cache, at least minDeviceCopyBytes
+// (unknownL2CopyBytes when the L2 size is unknown), 16-byte aligned.
+func copyBufferBytes(dev DeviceInfo) uint64 {
+	if dev.L2CacheBytes <= 0 {
+		return unknownL2CopyBytes
+	}
+	return (max(minDeviceCopyBytes, L2BufferFactor*uint64(dev.L2CacheBytes)) + 15) / 16 * 16
+}
+
+// BufferNeed is the device memory the measurement buffers of a probe of
+// dev take at most under cfg: the largest any one measurement allocates
+// (each frees its buffers before the next), the device copy's two buffers
+// of L2BufferFactor × L2 on any GPU of the spec table.
+func BufferNeed(dev DeviceInfo, cfg Config) uint64 {
+	var need uint64
+	if !cfg.skips(MeasureDeviceCopy) {
+		need = max(need, 2*copyBufferBytes(dev))
+	}
+	if !cfg.skips(MeasureH2D) || !cfg.skips(MeasureD2H) {
+		need = max(need, maxHostCopyBytes)
+	}
+	if !cfg.skips(MeasureStolen) {
+		need = max(need, uint64(dev.SMs)*StolenBlockBytes(uint64(cfg.MaxGaps)))
+	}
+	if !cfg.skips(MeasureFP32) || !cfg.skips(MeasureFP16) || !cfg.skips(MeasureBF16) {
+		// The compute kernels' outputs: 4 bytes a thread (FMA) or a warp.
+		need = max(need, 4*uint64(dev.SMs*fmaBlocksPerSM*fmaThreads))
+	}
+	return need
+}
+
+// MemoryNeed is the device memory a probe of dev takes at most under cfg,
+// its context's own counted as ContextReserveBytes: BufferNeed plus that,
+// at most MaxMemoryBytes. The probe creates no context unless free memory
+// is at least MemoryNeed + ContextReserveBytes.
+func MemoryNeed(dev DeviceInfo, cfg Config) uint64 {
+	return min(cfg.MaxMemoryBytes, cfg.ContextReserveBytes+BufferNeed(dev, cfg))
 }
 
 // copyBlocksPerSM fills every SM to its thread limit.

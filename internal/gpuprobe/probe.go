@@ -244,7 +244,7 @@ func deviceInfo(d Driver, ordinal, driverVersion int) (DeviceInfo, error) {
 // A device that is not the probe's to touch is left alone, with
 // Result.Skipped saying why and a nil error: a compute mode other than
 // DEFAULT (read before any context exists), or free memory below
-// cfg.MaxMemoryBytes + cfg.ContextReserveBytes (see Options.FreeMemory).
+// MemoryNeed + cfg.ContextReserveBytes (see Options.FreeMemory).
 func (p *Probe) Probe(ctx context.Context, ordinal int, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -300,7 +300,8 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	if reason := computeModeSkip(info.ComputeMode); reason != "" {
 		return skip(reason, fmt.Sprintf("compute mode %d (%s): only DEFAULT lets the probe share the GPU", info.ComputeMode, computeModeName(info.ComputeMode)))
 	}
-	need := cfg.MaxMemoryBytes + cfg.ContextReserveBytes
+	takes := MemoryNeed(info, cfg)
+	need := takes + cfg.ContextReserveBytes
 	var freeBefore uint64
 	known := false
 	if p.freeMemory != nil {
@@ -309,8 +310,8 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	if known {
 		res.FreeBeforeBytes = freeBefore
 		if freeBefore < need {
-			return skip(SkipFreeMemoryLow, fmt.Sprintf("%s free, the probe needs %s (its budget %s + %s for the context)",
-				fmtBytes(freeBefore), fmtBytes(need), fmtBytes(cfg.MaxMemoryBytes), fmtBytes(cfg.ContextReserveBytes)))
+			return skip(SkipFreeMemoryLow, fmt.Sprintf("%s free, the probe needs %s (the %s it takes on this GPU, at most its budget %s, + %s for the context)",
+				fmtBytes(freeBefore), fmtBytes(need), fmtBytes(takes), fmtBytes(cfg.MaxMemoryBytes), fmtBytes(cfg.ContextReserveBytes)))
 		}
 	}
 	th.ctxLive = true
@@ -360,7 +361,7 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	// memory before and after the context keep ContextReserveBytes for the
 	// tenant either way.
 	if counted := min(ctxMem, cfg.ContextReserveBytes); counted < cfg.MaxMemoryBytes {
-		res.BufferBudgetBytes = cfg.MaxMemoryBytes - counted
+		res.BufferBudgetBytes = min(cfg.MaxMemoryBytes-counted, BufferNeed(info, cfg))
 	}
 	if free < res.BufferBudgetBytes+cfg.ContextReserveBytes {
 		destroy()
@@ -431,7 +432,11 @@ func (p *Probe) measureAll(s *session) {
 		}
 		before := s.gpuTime
 		err := s.measure(m)
-		if err != nil {
+		var nr *notReportedError
+		switch {
+		case errors.As(err, &nr):
+			s.res.NotReported = append(s.res.NotReported, NotReported{Measurement: m, Reason: nr.reason, Detail: nr.detail})
+		case err != nil:
 			s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: err.Error(), Code: code(err)})
 		}
 		p.log.Debug("gpuprobe: measurement", "device", s.dev.Ordinal, "measurement", m,

@@ -29,9 +29,9 @@ const L2BufferFactor = 4
 
 // DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
 // of which a 1 s stolen-time window, at most 2 GiB of device memory with
-// the context's own (so copy buffers of about 4 × L2 even on 126 MB-L2
-// GPUs), a 768 MiB margin for the context, the fill test off (1 GiB steps
-// when enabled).
+// the context's own (of which it takes what the GPU needs, MemoryNeed:
+// copy buffers of 4 × L2 fit on every GPU of the spec table), a 768 MiB
+// margin for the context, the fill test off (1 GiB steps when enabled).
 func DefaultConfig() Config {
 	return Config{
 		MaxMemoryBytes:      2 << 30,
@@ -45,14 +45,16 @@ func DefaultConfig() Config {
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 1280 MiB of
-// device memory with the context's own (counted as at most the 768 MiB
-// reserve: at least two 256 MiB copy buffers remain, beyond 4 × the 50 MiB
-// L2 of an H100 or H200), so that it can run every few minutes beside real
-// work.
+// time including a 100 ms stolen-time window, and at most 2 GiB of device
+// memory with the context's own, so that it can run every few minutes
+// beside real work. The probe takes only what a GPU needs (MemoryNeed: the
+// context, counted as the 768 MiB reserve, and two device-copy buffers of
+// 4 × L2): 1168 MiB on an H100 or H200 (50 MiB L2), 1776 MiB on a B200
+// (126 MiB), which the budget allows on every GPU of the spec table (the
+// 1280 MiB it was left a B200 two 256 MiB buffers, under 4 × its L2).
 func ExporterConfig() Config {
 	return Config{
-		MaxMemoryBytes:      1280 << 20,
+		MaxMemoryBytes:      2 << 30,
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       250 * time.Millisecond,
 		StolenWindow:        100 * time.Millisecond,

@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 		maxMemory      uint64
 	}{
 		{"default", gpuprobe.DefaultConfig(), 2 * time.Second, time.Second, 2 << 30},
-		{"exporter", gpuprobe.ExporterConfig(), 250 * time.Millisecond, 100 * time.Millisecond, 1280 << 20},
+		{"exporter", gpuprobe.ExporterConfig(), 250 * time.Millisecond, 100 * time.Millisecond, 2 << 30},
 	} {
 		if err := tc.cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", tc.name, err)

@@ -132,10 +132,12 @@ func TestProbeAtSpec(t *testing.T) {
 				t.Errorf("Memory = %+v, want 80 GiB total, 80 GiB less the context free, no fill", res.Memory)
 			}
 			// The context's own memory is measured and counted in the budget.
+			// The buffers get what they need on an H100, two copy
+			// buffers of 4 × its 50 MiB L2, well within the budget.
 			if res.Skipped != nil || res.FreeBeforeBytes != 80*gib || res.ContextMemoryBytes != h100ContextBytes ||
-				res.BufferBudgetBytes != tc.cfg.MaxMemoryBytes-h100ContextBytes {
-				t.Errorf("Skipped %v, free before %d, context %d, buffer budget %d; want not skipped, %d, %d, %d", res.Skipped,
-					res.FreeBeforeBytes, res.ContextMemoryBytes, res.BufferBudgetBytes, 80*gib, h100ContextBytes, tc.cfg.MaxMemoryBytes-h100ContextBytes)
+				res.BufferBudgetBytes != 400<<20 || gpuprobe.BufferNeed(res.Device, tc.cfg) != 400<<20 {
+				t.Errorf("Skipped %v, free before %d, context %d, buffer budget %d; want not skipped, %d, %d, 400 MiB", res.Skipped,
+					res.FreeBeforeBytes, res.ContextMemoryBytes, res.BufferBudgetBytes, 80*gib, h100ContextBytes)
 			}
 			st := res.Stolen
 			if st == nil || st.Ratio != 0 || st.MaxRatio != 0 || st.Gaps != 0 || st.Blocks != 132 {
@@ -646,6 +648,34 @@ func TestExporterBudget(t *testing.T) {
 			}
 			if spent := drv.Now().Sub(base); spent > budget || res.Duration > spent {
 				t.Errorf("virtual time spent %s (Duration %s), want at most %s", spent, res.Duration, budget)
+			}
+		})
+	}
+}
+
+// TestProbeDoesNotSpin: every wait of a probe blocks its thread. The
+// context is CU_CTX_SCHED_BLOCKING_SYNC, but cuEventSynchronize busy-waits
+// on an event without CU_EVENT_BLOCKING_SYNC whatever the context says (the
+// CUDA driver API's cuEventCreate): with the events created
+// CU_EVENT_DEFAULT, as they were, a probe spins a core for about its whole
+// GPU time (the simulated driver counts it: SpinTime).
+func TestProbeDoesNotSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  gpuprobe.Config
+	}{
+		{"default", gpuprobe.DefaultConfig()},
+		{"exporter", gpuprobe.ExporterConfig()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, drv := newProbe(h100())
+			res := probe(t, p, tc.cfg)
+			if len(res.Errors) > 0 {
+				t.Fatalf("errors: %+v", res.Errors)
+			}
+			if spin := drv.SpinTime(); spin != 0 {
+				t.Errorf("the probe busy-waited %s of its %s of GPU time (%.0f %%); want 0: events must be CU_EVENT_BLOCKING_SYNC",
+					spin, res.GPUTime, 100*spin.Seconds()/res.GPUTime.Seconds())
 			}
 		})
 	}

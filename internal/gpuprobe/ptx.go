@@ -194,11 +194,16 @@ var ptxTensor = `//
 // MMAChains (4) independent mma.sync.aligned.m16n8k16 per iteration, f32
 // accumulators. Every element of a lane's A and B fragments is
 // pseudo-random, per lane, in ±[0.5, 1) (a xorshift32 seeded with the
-// global thread index fills the sign and mantissa bits), so the tensor
-// cores switch as under real work; chain c's accumulators start at c+1
-// (a random walk of at most 16 products of magnitude < 1 per iteration:
-// finite in f32). Lane 0 of each warp stores the sum of its 16
-// accumulators to out[global warp] (f32).
+// global thread index fills the sign and mantissa bits), and changes every
+// iteration: each iteration advances a per-lane Weyl sequence
+// (w += 0x9E3779B9) and XORs its sign and mantissa bits into every A and B
+// register, the exponents untouched, so the elements stay in ±[0.5, 1) and
+// the tensor cores switch as under real work for the whole launch. Chain
+// c's accumulators start at c+1 and each iteration adds 16 products of
+// magnitude < 1 whose signs change with the inputs: a walk that stays
+// finite in f32 (at most c+1 + 16 × iters) and keeps changing.
+// Lane 0 of each warp stores the sum of its 16 accumulators to
+// out[global warp] (f32).
 ` + mmaKernel("f16", "F16") + "\n" + mmaKernel("bf16", "BF16")
 
 // mmaKernelPTX is gpulens_mma_{{T}}: the f16 and bf16 kernels differ only in
@@ -215,6 +220,7 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	.reg .b32 	%rb<2>;
 	.reg .b32 	%rs;
 	.reg .b32 	%rt;
+	.reg .b32 	%rw;
 	.reg .b64 	%rd<9>;
 	.reg .f32 	%f<24>;
 
@@ -227,7 +233,8 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	mad.lo.u32 	%r2, %r2, %r3, %r6;	// global thread
 	mad.lo.u32 	%rs, %r2, 0x9E3779B9, 0x2545F491;	// xorshift32 seed
 	or.b32 	%rs, %rs, 1;
-{{DRAW}}	mov.f32 	%f0, 0f3F800000;
+{{DRAW}}	mov.u32 	%rw, %rs;	// the Weyl sequence starts where the draws ended
+	mov.f32 	%f0, 0f3F800000;
 	mov.f32 	%f1, 0f3F800000;
 	mov.f32 	%f2, 0f3F800000;
 	mov.f32 	%f3, 0f3F800000;
@@ -251,19 +258,19 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+{{NEXT}}	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+{{NEXT}}	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
-	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
+{{NEXT}}	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f0, %f1, %f2, %f3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f0, %f1, %f2, %f3};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
-	sub.u64 	%rd3, %rd3, 4;
+{{NEXT}}	sub.u64 	%rd3, %rd3, 4;
 	setp.ge.u64 	%p1, %rd3, 4;
 	@%p1 bra 	{{L}}_LOOP4;
 {{L}}_TAIL:
@@ -274,7 +281,7 @@ const mmaKernelPTX = `.visible .entry gpulens_mma_{{T}}(
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f4, %f5, %f6, %f7}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f4, %f5, %f6, %f7};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f8, %f9, %f10, %f11}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f8, %f9, %f10, %f11};
 	mma.sync.aligned.m16n8k16.row.col.f32.{{T}}.{{T}}.f32 	{%f12, %f13, %f14, %f15}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%f12, %f13, %f14, %f15};
-	sub.u64 	%rd3, %rd3, 1;
+{{NEXT}}	sub.u64 	%rd3, %rd3, 1;
 	setp.ne.u64 	%p2, %rd3, 0;
 	@%p2 bra 	{{L}}_LOOP1;
 {{L}}_DONE:
@@ -326,7 +333,13 @@ func mmaKernel(dtype, label string) string {
 		xorshiftPTX(&draw, "%rs", "%rt")
 		fmt.Fprintf(&draw, "\tand.b32 \t%s, %%rs, %s;\n\tor.b32 \t%s, %s, %s;\t// two elements in ±[0.5, 1)\n", reg, mask, reg, reg, bits)
 	}
-	return strings.NewReplacer("{{T}}", dtype, "{{L}}", label, "{{DRAW}}", draw.String()).Replace(mmaKernelPTX)
+	// Every iteration: w += 0x9E3779B9, and w's sign and mantissa bits
+	// flip those of every A and B element.
+	next := "\tadd.u32 \t%rw, %rw, 0x9E3779B9;\n\tand.b32 \t%rt, %rw, " + mask + ";\t// sign and mantissa bits\n"
+	for _, reg := range []string{"%ra0", "%ra1", "%ra2", "%ra3", "%rb0", "%rb1"} {
+		next += fmt.Sprintf("\txor.b32 \t%s, %s, %%rt;\n", reg, reg)
+	}
+	return strings.NewReplacer("{{T}}", dtype, "{{L}}", label, "{{DRAW}}", draw.String(), "{{NEXT}}", next).Replace(mmaKernelPTX)
 }
 
 // xorshiftPTX advances the per-thread xorshift32 state in reg (Marsaglia's
@@ -338,19 +351,33 @@ func xorshiftPTX(b *strings.Builder, reg, tmp string) {
 }
 
 // fmaKernelPTX is gpulens_fma. Every operand is per lane and per chain
-// pseudo-random, so that the multipliers and adders switch as under real
-// work (constant operands draw far less power, and a power- or
-// cooling-limited card would look healthy): chain c runs x = x*a_c + b_c
-// with x_0 and b_c in [1, 2) and a_c in [0.5, 1), drawn from a xorshift32
-// seeded with the global thread index, so x stays finite (it tends to
-// b_c/(1-a_c) < 2^25) and every chain of every lane computes different
-// values.
+// pseudo-random, and no chain settles, so that the multipliers and adders
+// switch as under real work for the whole launch (constant operands, or
+// chains at a fixed point, draw far less power, and a power- or
+// cooling-limited card would look healthy). The FMAChains chains are
+// FMAChains/2 pairs (x, y), each one step of a rotation per iteration
+// (symplectic Euler):
+//
+//	x = fma(y, h, x)   // x + h·y
+//	y = fma(x, -h, y)  // y − h·x (the new x)
+//
+// with x_0, y_0 in [1, 2) and h in [0.5, 1) drawn per lane and pair from a
+// xorshift32 seeded with the global thread index. The map has determinant 1
+// and trace 2 − h² in (1, 1.75], so (x, y) goes round an ellipse (about
+// 2π/h iterations a turn) for ever: it neither converges nor grows, |x| and
+// |y| stay below 4, and the rounding only walks the ellipse's size by an
+// ulp or so per step. (The chains this replaced, x = x·a + b with a < 1,
+// reached their fixed point b/(1−a) within tens to a few thousand
+// iterations and then computed the same value for the rest of the launch:
+// TestFMAChainsKeepChanging emulates both.)
 func fmaKernelPTX() string {
 	var b strings.Builder
-	b.WriteString(`// gpulens_fma(out, iters): FMAChains (8) independent FP32 FMA chains per
-// thread, iters iterations; chain c computes x = x*a_c + b_c with
-// per-lane pseudo-random x_0, b_c in [1, 2) and a_c in [0.5, 1) (see
-// fmaKernelPTX); the sum of the chains goes to out[gid] (f32).
+	b.WriteString(`// gpulens_fma(out, iters): FMAChains (8) FP32 FMA chains per thread, in
+// pairs (x, y) that each take one rotation step per iteration,
+// x = fma(y, h, x) then y = fma(x, -h, y), per-lane pseudo-random x_0, y_0
+// in [1, 2) and h in [0.5, 1) (see fmaKernelPTX): the values go round an
+// ellipse and never settle. iters iterations; the sum of the chains goes to
+// out[gid] (f32).
 .visible .entry gpulens_fma(
 	.param .u64 gpulens_fma_out,
 	.param .u64 gpulens_fma_iters
@@ -361,7 +388,6 @@ func fmaKernelPTX() string {
 	.reg .b64 	%rd<8>;
 	.reg .f32 	%f<13>;
 	.reg .f32 	%fa<8>;
-	.reg .f32 	%fb<8>;
 
 	ld.param.u64 	%rd1, [gpulens_fma_out];
 	ld.param.u64 	%rd2, [gpulens_fma_iters];
@@ -379,10 +405,11 @@ func fmaKernelPTX() string {
 		xorshiftPTX(&b, "%r4", "%r5")
 		fmt.Fprintf(&b, "\tand.b32 \t%%r6, %%r4, 0x007FFFFF;\n\tor.b32 \t%%r6, %%r6, %s;\n\tmov.b32 \t%s, %%r6;\t// %s\n", exp, dst, what)
 	}
-	for c := range FMAChains {
-		draw(fmt.Sprintf("%%f%d", c+1), "0x3F800000", fmt.Sprintf("x_%d in [1, 2)", c))
-		draw(fmt.Sprintf("%%fa%d", c), "0x3F000000", fmt.Sprintf("a_%d in [0.5, 1)", c))
-		draw(fmt.Sprintf("%%fb%d", c), "0x3F800000", fmt.Sprintf("b_%d in [1, 2)", c))
+	for k := range FMAChains / 2 {
+		draw(fmt.Sprintf("%%f%d", 2*k+1), "0x3F800000", fmt.Sprintf("x_%d in [1, 2)", k))
+		draw(fmt.Sprintf("%%f%d", 2*k+2), "0x3F800000", fmt.Sprintf("y_%d in [1, 2)", k))
+		draw(fmt.Sprintf("%%fa%d", 2*k), "0x3F000000", fmt.Sprintf("h_%d in [0.5, 1)", k))
+		fmt.Fprintf(&b, "\tneg.f32 \t%%fa%d, %%fa%d;\t// -h_%d\n", 2*k+1, 2*k, k)
 	}
 	b.WriteString(`	mov.u64 	%rd5, %rd2;	// iterations left
 	setp.lt.u64 	%p1, %rd5, 8;
@@ -390,8 +417,10 @@ func fmaKernelPTX() string {
 FMA_LOOP8:
 `)
 	chains := func() {
-		for c := range FMAChains {
-			fmt.Fprintf(&b, "\tfma.rn.f32 \t%%f%d, %%f%d, %%fa%d, %%fb%d;\n", c+1, c+1, c, c)
+		for k := range FMAChains / 2 {
+			x, y := 2*k+1, 2*k+2
+			fmt.Fprintf(&b, "\tfma.rn.f32 \t%%f%d, %%f%d, %%fa%d, %%f%d;\n", x, y, 2*k, x)
+			fmt.Fprintf(&b, "\tfma.rn.f32 \t%%f%d, %%f%d, %%fa%d, %%f%d;\n", y, x, 2*k+1, y)
 		}
 	}
 	for range 8 {

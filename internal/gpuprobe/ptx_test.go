@@ -189,8 +189,8 @@ func TestPTXOperandsPerLane(t *testing.T) {
 	if !strings.Contains(fma, "mad.lo.u32 \t%r4, %r4, 0x9E3779B9") {
 		t.Errorf("FMA kernel: no per-thread seed")
 	}
-	if n := strings.Count(fma, "shr.u32"); n != 3*FMAChains {
-		t.Errorf("FMA kernel: %d xorshift steps, want %d (x, a, b per chain)", n, 3*FMAChains)
+	if n := strings.Count(fma, "shr.u32"); n != 3*FMAChains/2 {
+		t.Errorf("FMA kernel: %d xorshift steps, want %d (x, y, h per pair of chains)", n, 3*FMAChains/2)
 	}
 	loop := loopBody(t, fma, "FMA_LOOP1")
 	ops := map[string]bool{}

@@ -143,8 +143,9 @@ type Result struct {
 	// memory from FreeBeforeBytes to cuMemGetInfo's free right after the
 	// context was created (0: unknown). It counts in MaxMemoryBytes.
 	ContextMemoryBytes uint64 `json:"context_memory_bytes,omitempty"`
-	// BufferBudgetBytes is what MaxMemoryBytes left for the measurement
-	// buffers: MaxMemoryBytes less ContextMemoryBytes, counted as at most
+	// BufferBudgetBytes is the device memory the measurement buffers may
+	// take: what they need on this device (BufferNeed), at most what
+	// MaxMemoryBytes leaves after ContextMemoryBytes, counted as at most
 	// Config.ContextReserveBytes (and as that when unknown).
 	BufferBudgetBytes uint64 `json:"buffer_budget_bytes,omitempty"`
 
@@ -167,7 +168,37 @@ type Result struct {
 	Stolen *StolenResult `json:"stolen,omitempty"`
 
 	Errors []MeasurementError `json:"errors,omitempty"`
+	// NotReported lists the measurements that ran into a limit of the
+	// configuration rather than a failure (their figure is absent, and
+	// they are not Errors): see NotReported* for the reasons.
+	NotReported []NotReported `json:"not_reported,omitempty"`
 }
+
+// Reasons a measurement is not reported (NotReported.Reason; the reason
+// label of gpulens_probe_not_reported_total).
+const (
+	// NotReportedBufferBudgetBelowL2: the buffer budget (MaxMemoryBytes
+	// less the context's memory) cannot hold two device-copy buffers of
+	// L2BufferFactor × the L2 cache, so the copy would run from the L2 and
+	// its figure would be the cache's.
+	NotReportedBufferBudgetBelowL2 = "buffer_budget_below_l2"
+)
+
+// NotReportedReasons lists every NotReported reason.
+var NotReportedReasons = []string{NotReportedBufferBudgetBelowL2}
+
+// NotReported is a measurement the probe did not report for a reason of
+// its configuration, not a failure.
+type NotReported struct {
+	Measurement string `json:"measurement"`
+	Reason      string `json:"reason"` // one of NotReportedReasons
+	Detail      string `json:"detail"` // the figures behind it, for people
+}
+
+// notReportedError is what a measurement returns when it is not reported.
+type notReportedError struct{ reason, detail string }
+
+func (e *notReportedError) Error() string { return "not reported: " + e.detail }
 
 // MemoryResult is the memory a context sees.
 type MemoryResult struct {

@@ -21,6 +21,7 @@ import (
 
 // Units for the table.
 const (
+	MiB   = 1 << 20
 	GiB   = 1 << 30
 	GBps  = 1e9  // bytes per second
 	TBps  = 1e12 // bytes per second
@@ -46,6 +47,11 @@ type Spec struct {
 	Architecture      string // "Hopper"
 	ComputeCapability string // "9.0"
 	SMs               int
+	// L2CacheBytes is the L2 cache CUDA reports
+	// (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE; the whitepapers' "MB" is MiB
+	// there: 50 MiB on an H100): the probe's device-copy buffers must each
+	// be several times larger, and its memory budget must allow them.
+	L2CacheBytes uint64
 
 	// MemoryBytes is the advertised memory size. NVIDIA's "GB" for GPU
 	// memory is binary: an "80GB" H100 has 80 GiB of DRAM, of which NVML

@@ -177,3 +177,17 @@ func TestExpected(t *testing.T) {
 		t.Errorf("MemoryGiB = %v, want 80", got)
 	}
 }
+
+// TestL2CacheSizes: every model has its L2 size (the probe sizes its
+// device-copy buffers from it), at the whitepapers' figures.
+func TestL2CacheSizes(t *testing.T) {
+	want := map[string]uint64{"a100-80gb-sxm": 40, "a30": 24, "a10": 6, "l4": 48, "l40s": 96, "rtx-4090": 72, "h100-sxm": 50, "h200": 50, "b200": 126}
+	for _, s := range All() {
+		if s.L2CacheBytes == 0 || s.L2CacheBytes >= s.MemoryBytes/64 {
+			t.Errorf("%s: L2CacheBytes %d, want a size well below the memory (%d)", s.Key, s.L2CacheBytes, s.MemoryBytes)
+		}
+		if w, ok := want[s.Key]; ok && s.L2CacheBytes != w*MiB {
+			t.Errorf("%s: L2CacheBytes %d, want %d MiB", s.Key, s.L2CacheBytes, w)
+		}
+	}
+}

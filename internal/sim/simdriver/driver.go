@@ -122,6 +122,9 @@ type Driver struct {
 	ctxs    map[gpuprobe.Context]*simContext
 	current gpuprobe.Context
 	host    map[*byte]int
+	// spin is the host CPU time spent busy-waiting in cuEventSynchronize
+	// (events without CU_EVENT_BLOCKING_SYNC): SpinTime.
+	spin time.Duration
 	// spare is the last pinned buffer freed, handed out again to an
 	// allocation of its size (pinned memory's content is undefined, as
 	// CUDA's is), which saves the tests clearing large buffers per probe.
@@ -143,6 +146,7 @@ type allocation struct {
 }
 
 type event struct {
+	flags    uint32 // CUevent_flags it was created with
 	recorded bool
 	at       time.Time
 }
@@ -920,7 +924,9 @@ func (d *Driver) ModuleGetFunction(m gpuprobe.Module, name string) (gpuprobe.Fun
 	return 0, cudaError(CallModuleGetFunction, errNotFound, fmt.Sprintf("no kernel %q in the module", name))
 }
 
-func (d *Driver) EventCreate() (gpuprobe.Event, error) {
+// EventCreate creates an event with flags (gpuprobe.Event*): a wait on it
+// blocks the thread with gpuprobe.EventBlockingSync, else spins (SpinTime).
+func (d *Driver) EventCreate(flags uint32) (gpuprobe.Event, error) {
 	err := d.enter(CallEventCreate)
 	defer d.leave()
 	if err != nil {
@@ -930,8 +936,11 @@ func (d *Driver) EventCreate() (gpuprobe.Event, error) {
 	if err != nil {
 		return 0, err
 	}
+	if flags&^(gpuprobe.EventBlockingSync|gpuprobe.EventDisableTiming) != 0 {
+		return 0, cudaError(CallEventCreate, errInvalidValue, fmt.Sprintf("event flags %#x", flags))
+	}
 	e := gpuprobe.Event(d.nextHandle())
-	c.events[e] = &event{}
+	c.events[e] = &event{flags: flags}
 	return e, nil
 }
 
@@ -966,7 +975,10 @@ func (d *Driver) EventRecord(e gpuprobe.Event) error {
 	return nil
 }
 
-// EventSynchronize waits until the stream has reached the event.
+// EventSynchronize waits until the stream has reached the event. As the
+// CUDA driver API documents, the thread blocks only on an event created
+// with CU_EVENT_BLOCKING_SYNC; on any other it busy-waits, whatever the
+// context's scheduling flag: the wait is added to SpinTime.
 func (d *Driver) EventSynchronize(e gpuprobe.Event) error {
 	err := d.enter(CallEventSynchronize)
 	defer d.leave()
@@ -978,9 +990,24 @@ func (d *Driver) EventSynchronize(e gpuprobe.Event) error {
 		return err
 	}
 	if d.clock(); ev.recorded && ev.at.After(d.vt) {
+		if ev.flags&gpuprobe.EventBlockingSync == 0 {
+			d.spin += ev.at.Sub(d.vt)
+		}
 		d.vt = ev.at
 	}
 	return nil
+}
+
+// SpinTime is the host CPU time the driver's callers have spent
+// busy-waiting: cuEventSynchronize on events without
+// CU_EVENT_BLOCKING_SYNC, for as long as the event took to complete
+// (virtual time; one core each). Waits that block (blocking events,
+// cuCtxSynchronize and synchronous copies in the probe's
+// CU_CTX_SCHED_BLOCKING_SYNC context) cost none.
+func (d *Driver) SpinTime() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.spin
 }
 
 func (d *Driver) EventElapsed(start, end gpuprobe.Event) (time.Duration, error) {
@@ -1000,6 +1027,9 @@ func (d *Driver) EventElapsed(start, end gpuprobe.Event) (time.Duration, error) 
 	now := d.clock()
 	if !s.recorded || !e.recorded {
 		return 0, cudaError(CallEventElapsedTime, errInvalidHandle, "event not recorded")
+	}
+	if (s.flags|e.flags)&gpuprobe.EventDisableTiming != 0 {
+		return 0, cudaError(CallEventElapsedTime, errInvalidHandle, "event created with CU_EVENT_DISABLE_TIMING")
 	}
 	if s.at.After(now) || e.at.After(now) {
 		return 0, cudaError(CallEventElapsedTime, errNotReady, "")

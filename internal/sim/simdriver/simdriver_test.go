@@ -95,8 +95,8 @@ func TestClockAndStream(t *testing.T) {
 	f := newFixture(t, testDevice())
 	d := f.d
 	out := f.alloc(4096)
-	start, _ := d.EventCreate()
-	end, _ := d.EventCreate()
+	start, _ := d.EventCreate(gpuprobe.EventBlockingSync)
+	end, _ := d.EventCreate(gpuprobe.EventBlockingSync)
 	// One FMA launch of 4 blocks x 256 threads x 1000 iterations:
 	// 1024*1000*FMAChains*2 = 16.384 MFLOP at 1 TFLOP/s = 16.384 µs.
 	run := 16384 * time.Nanosecond
@@ -201,8 +201,8 @@ func TestOwnTimeIsNotGPUTime(t *testing.T) {
 			must(err)
 			out, err := d.MemAlloc(4096)
 			must(err)
-			start, _ := d.EventCreate()
-			end, _ := d.EventCreate()
+			start, _ := d.EventCreate(gpuprobe.EventBlockingSync)
+			end, _ := d.EventCreate(gpuprobe.EventBlockingSync)
 			must(d.EventRecord(start))
 			wait(tc.caller)
 			must(d.LaunchKernel(fma, gpuprobe.Dim3{X: 4, Y: 1, Z: 1}, gpuprobe.Dim3{X: 256, Y: 1, Z: 1}, 0, uint64(out), 1000))
@@ -580,4 +580,62 @@ func TestStolenStartsInSlice(t *testing.T) {
 	if int64(rec[0]) != base.UnixNano()+5000 || rec[2] != 0 || end != base.UnixNano()+5000+int64(time.Millisecond) {
 		t.Errorf("record %v end %d", rec[:6], end)
 	}
+}
+
+// TestEventWaitSpinsUnlessBlocking: as the CUDA driver API documents,
+// cuEventSynchronize busy-waits on an event created without
+// CU_EVENT_BLOCKING_SYNC (whatever the context's flag) and blocks on one
+// created with it: the wait costs the host a core for its length in the
+// first case (SpinTime) and nothing in the second.
+func TestEventWaitSpinsUnlessBlocking(t *testing.T) {
+	t.Parallel()
+	// One FMA launch of 4 blocks x 256 threads x 1000 iterations takes
+	// 16.384 µs (TestClockAndStream), started 10 µs after the launch, of
+	// which the host paid 2.5 µs: the wait is 10 - 2.5 + 16.384 µs.
+	wait := 10*time.Microsecond - 10*time.Microsecond/4 + 16384*time.Nanosecond
+	for _, tc := range []struct {
+		name  string
+		flags uint32
+		spin  time.Duration
+	}{
+		{"default", gpuprobe.EventDefault, wait},
+		{"disable timing", gpuprobe.EventDisableTiming, wait},
+		{"blocking sync", gpuprobe.EventBlockingSync, 0},
+		{"blocking sync, no timing", gpuprobe.EventBlockingSync | gpuprobe.EventDisableTiming, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testDevice())
+			d := f.d
+			out := f.alloc(4096)
+			end, err := d.EventCreate(tc.flags)
+			f.must(err)
+			f.must(d.LaunchKernel(f.fn[gpuprobe.KernelFMA], gpuprobe.Dim3{X: 4, Y: 1, Z: 1}, gpuprobe.Dim3{X: 256, Y: 1, Z: 1}, 0, uint64(out), 1000))
+			f.must(d.EventRecord(end))
+			f.must(d.EventSynchronize(end))
+			if got := d.SpinTime(); got < tc.spin-time.Nanosecond-tc.spin/100 || got > tc.spin+tc.spin/100 {
+				t.Errorf("SpinTime = %s, want %s", got, tc.spin)
+			}
+			// Waiting on the context (CU_CTX_SCHED_BLOCKING_SYNC) blocks.
+			before := d.SpinTime()
+			f.must(d.LaunchKernel(f.fn[gpuprobe.KernelFMA], gpuprobe.Dim3{X: 4, Y: 1, Z: 1}, gpuprobe.Dim3{X: 256, Y: 1, Z: 1}, 0, uint64(out), 1000))
+			f.must(d.CtxSynchronize())
+			if got := d.SpinTime(); got != before {
+				t.Errorf("SpinTime after cuCtxSynchronize = %s, want %s (unchanged)", got, before)
+			}
+			start, err := d.EventCreate(tc.flags)
+			f.must(err)
+			f.must(d.EventRecord(start))
+			f.must(d.EventRecord(end))
+			f.must(d.EventSynchronize(end))
+			_, err = d.EventElapsed(start, end)
+			if tc.flags&gpuprobe.EventDisableTiming != 0 {
+				wantCode(t, "elapsed time between events without timing", err, errInvalidHandle)
+			} else {
+				f.must(err)
+			}
+		})
+	}
+	f := newFixture(t, testDevice())
+	_, err := f.d.EventCreate(0x4) // CU_EVENT_INTERPROCESS needs DISABLE_TIMING; not one the probe uses
+	wantCode(t, "an unknown event flag", err, errInvalidValue)
 }
