@@ -449,3 +449,27 @@ func TestExpressionsNameLiveMetrics(t *testing.T) {
 		t.Errorf("recording rules used by no alert or dashboard: %v", unused)
 	}
 }
+
+// The demo's probe cadence is the one tests/probe-cadence.test.yml and the
+// demo scenario's header give GpulensGPUStolenTimeHigh's timing for (18
+// minutes at 30 s probes; 30-45 at the default 5 minutes): a demo that
+// probes at another interval would show the alert at another time than
+// they say.
+func TestDemoProbeCadence(t *testing.T) {
+	t.Parallel()
+	script, err := os.ReadFile(filepath.Join("..", "scripts", "demo.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`--collector\.probe\.interval=(\S+)`).FindAllSubmatch(script, -1)
+	if len(m) != 1 || string(m[0][1]) != "30s" {
+		t.Fatalf("scripts/demo.sh probes with %q; tests/probe-cadence.test.yml and scenarios/demo.yaml's header assume one --collector.probe.interval=30s: change them together", m)
+	}
+	test, err := os.ReadFile(filepath.Join("tests", "probe-cadence.test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(test, []byte("interval: 30s")) {
+		t.Errorf("tests/probe-cadence.test.yml does not feed one value per 30 s probe")
+	}
+}
