@@ -173,8 +173,8 @@ lists them all, with the shipped 'for:' durations):
   ~4 min   GpulensGPUXIDApplicationError        GPU 7: a batch job trips XID 13 (severity info)
   ~15 min  GpulensGPUMemoryExhaustionPredicted  GPU 1: a process leaks VRAM
   ~17 min  GpulensNVMLCallsFailing              GPU 3's PCIe replay counter call fails
-  ~25 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
   ~18 min  GpulensGPUStolenTimeHigh             GPU 1: the invisible neighbour below (pending from ~3)
+  ~25 min  GpulensGPUMemoryHeadroomLow          GPU 1: under 5 % free
   pending states show up in a minute or two at http://$prom_addr/alerts
 The probe (every 30 s) sees what NVML cannot: on GPU 1 an invisible neighbour
 takes half the GPU from 2 to 7 minutes of every 10 (stolen time ~0.5, device copy
