@@ -74,9 +74,8 @@ if [ $mode = sim ]; then
 	# tenants for the 58 s that follow, however slowly it runs. The phase
 	# ends when its programs are done; gpulens-verify and the workloads are
 	# waited for up to SIM_WAIT s each (under SIM_LEN - SIM_LEAD, so a
-	# program that ends in time has seen nothing but its phase). Quiet, a
-	# phase takes about 3 s; beside make test's race tests (load ~14 on 2
-	# cores) gpulens-verify alone took up to ~10 s.
+	# program that ends in time has seen nothing but its phase). A phase
+	# took 2-4 s at load ~10 on 2 cores, 6-14 s at load 14-16.
 	read -r -a PHASES <<<"60 60 60"
 	SIM_PHASE_START=(0 60 120) SIM_LEN=60 SIM_LEAD=2 SIM_WAIT=50
 	# The host scrapes three times 0.25 s apart as soon as the exporter
