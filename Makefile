@@ -180,8 +180,10 @@ gpu-smoke:
 real-gpu-validate:
 	@bash scripts/real-gpu-validate.sh
 
-# The same experiment on the simulated fleet (scenario validate), phases
-# compressed to 13 s, every expected value asserted; part of make test.
+# The same experiment on the simulated fleet (scenario validate): each
+# phase runs its own programs in its 60 s of simulated time and ends when
+# they are done (no wall-clock phase), every expected value asserted; part
+# of make test.
 real-gpu-validate-sim: $(BUILD_FIRST)
 	@GPULENS_BIN=$(abspath $(BIN)) VALIDATE_OUT=$(abspath $(SCRATCH))/real-gpu-validate-sim bash scripts/real-gpu-validate.sh --sim
 

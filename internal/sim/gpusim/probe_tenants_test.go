@@ -27,10 +27,16 @@ func TestValidateScenario(t *testing.T) {
 		at   time.Duration
 		want want
 	}{
+		// The script starts each phase's programs 2 s into it and waits
+		// for them at most until its end: each phase must hold from its
+		// start + 2 s to its last instant.
 		{2 * time.Second, want{stolen: 0}},
-		{6 * time.Second, want{pids: []uint32{4101}, sm: []uint32{97}, stolen: 0.5}},
-		{10 * time.Second, want{pids: []uint32{4101, 4102}, sm: []uint32{48, 48}, stolen: 2.0 / 3}},
-		{14 * time.Second, want{stolen: 0}},
+		{58 * time.Second, want{stolen: 0}},
+		{62 * time.Second, want{pids: []uint32{4101}, sm: []uint32{97}, stolen: 0.5}},
+		{118 * time.Second, want{pids: []uint32{4101}, sm: []uint32{97}, stolen: 0.5}},
+		{122 * time.Second, want{pids: []uint32{4101, 4102}, sm: []uint32{48, 48}, stolen: 2.0 / 3}},
+		{178 * time.Second, want{pids: []uint32{4101, 4102}, sm: []uint32{48, 48}, stolen: 2.0 / 3}},
+		{182 * time.Second, want{stolen: 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.at.String(), func(t *testing.T) {

@@ -59,7 +59,7 @@ func TestParseStart(t *testing.T) {
 func TestSharedStart(t *testing.T) {
 	t.Parallel()
 	clk := newTestClock()
-	start := epoch.Add(-3 * time.Second)
+	start := epoch.Add(-63 * time.Second)
 	_, libA := newFleetOn(t, mustLoad(t, "validate"), 1, clk.Now)
 	fa, err := New(mustLoad(t, "validate"), Options{Seed: 1, Start: start, Now: clk.Now})
 	if err != nil {
@@ -70,15 +70,15 @@ func TestSharedStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fa.Elapsed() != 5500*time.Millisecond || fb.Elapsed() != fa.Elapsed() {
-		t.Errorf("elapsed %v and %v; want 5.5s both", fa.Elapsed(), fb.Elapsed())
+	if fa.Elapsed() != 65500*time.Millisecond || fb.Elapsed() != fa.Elapsed() {
+		t.Errorf("elapsed %v and %v; want 65.5s both", fa.Elapsed(), fb.Elapsed())
 	}
 	for _, f := range []*Fleet{fa, fb} {
 		lib := f.Interface()
 		lib.Init()
 		procs, r := handle(t, lib, 0).GetComputeRunningProcesses()
 		if r != nvml.SUCCESS || len(procs) != 1 || procs[0].Pid != 4101 {
-			t.Errorf("processes at 5.5 s = %+v, %v; want workload-1 (4101) alone", procs, r)
+			t.Errorf("processes at 65.5 s = %+v, %v; want workload-1 (4101) alone", procs, r)
 		}
 		lib.Shutdown()
 	}
