@@ -420,21 +420,55 @@ func computeModeName(mode int) string {
 // fmtBytes writes n in MiB (one decimal).
 func fmtBytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
+// measureAll runs the measurements in Measurements order, the stolen-time
+// windows spread among them (stolenSchedule), and then combines the
+// windows into the stolen measurement.
 func (p *Probe) measureAll(s *session) {
+	var others []string
 	for _, m := range Measurements {
-		if s.cfg.skips(m) {
-			continue
+		if m != MeasureStolen && !s.cfg.skips(m) {
+			others = append(others, m)
 		}
-		if err := s.ctx.Err(); err != nil {
-			s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: "not run: " + err.Error()})
-			continue
-		}
-		before := s.gpuTime
-		err := s.measure(m)
-		if err != nil {
-			s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: err.Error(), Code: code(err)})
-		}
-		p.log.Debug("gpuprobe: measurement", "device", s.dev.Ordinal, "measurement", m,
-			"gpu_time", (s.gpuTime - before).String(), "err", err)
 	}
+	n := s.cfg.stolenWindows()
+	var after []int
+	if !s.cfg.skips(MeasureStolen) {
+		after = stolenSchedule(n, len(others))
+	}
+	w := 0
+	windows := func(k int) {
+		if after == nil {
+			return
+		}
+		for range after[k] {
+			before := s.gpuTime
+			s.stolenWindow(w, n, k < len(others))
+			p.log.Debug("gpuprobe: stolen-time window", "device", s.dev.Ordinal, "window", w+1, "of", n,
+				"gpu_time", (s.gpuTime - before).String())
+			w++
+		}
+	}
+	windows(0)
+	for k, m := range others {
+		p.runMeasurement(s, m)
+		windows(k + 1)
+	}
+	if after != nil {
+		p.runMeasurement(s, MeasureStolen)
+	}
+}
+
+// runMeasurement runs one measurement and records its failure.
+func (p *Probe) runMeasurement(s *session, m string) {
+	if err := s.ctx.Err(); err != nil && m != MeasureStolen {
+		s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: "not run: " + err.Error()})
+		return
+	}
+	before := s.gpuTime
+	err := s.measure(m)
+	if err != nil {
+		s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: err.Error(), Code: code(err)})
+	}
+	p.log.Debug("gpuprobe: measurement", "device", s.dev.Ordinal, "measurement", m,
+		"gpu_time", (s.gpuTime - before).String(), "err", err)
 }

@@ -12,7 +12,9 @@ import (
 const (
 	minMemoryBytes = 8 << 20
 	maxMaxGaps     = 8192 // 8*(6+2*8192) bytes per SM: 17 MB on 132 SMs
-	minFillStep    = 1 << 20
+	// maxStolenWindows bounds Config.StolenWindows.
+	maxStolenWindows = 64
+	minFillStep      = 1 << 20
 )
 
 // DefaultContextReserve is Config.ContextReserveBytes by default: a bare
@@ -28,7 +30,7 @@ const DefaultContextReserve = 768 << 20
 const L2BufferFactor = 4
 
 // DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
-// of which a 1 s stolen-time window, at most 2 GiB of device memory with
+// of which 1 s of stolen-time windows (8 of 125 ms), at most 2 GiB of device memory with
 // the context's own (so copy buffers of about 4 × L2 even on 126 MB-L2
 // GPUs), a 768 MiB margin for the context, the fill test off (1 GiB steps
 // when enabled).
@@ -38,6 +40,7 @@ func DefaultConfig() Config {
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       2 * time.Second,
 		StolenWindow:        time.Second,
+		StolenWindows:       8,
 		GapThreshold:        10 * time.Microsecond,
 		MaxGaps:             2048,
 		FillStep:            1 << 30,
@@ -45,7 +48,7 @@ func DefaultConfig() Config {
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 1280 MiB of
+// time including 100 ms of stolen-time windows (4 of 25 ms), and at most 1280 MiB of
 // device memory with the context's own (counted as at most the 768 MiB
 // reserve: at least two 256 MiB copy buffers remain, beyond 4 × the 50 MiB
 // L2 of an H100 or H200), so that it can run every few minutes beside real
@@ -56,6 +59,7 @@ func ExporterConfig() Config {
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       250 * time.Millisecond,
 		StolenWindow:        100 * time.Millisecond,
+		StolenWindows:       4,
 		GapThreshold:        10 * time.Microsecond,
 		MaxGaps:             256,
 		FillStep:            1 << 30,
@@ -79,11 +83,25 @@ func (c Config) Validate() error {
 		case c.GPUTimeBudget > 0 && c.StolenWindow >= c.GPUTimeBudget:
 			bad("StolenWindow (%s) must be shorter than GPUTimeBudget (%s), which includes it", c.StolenWindow, c.GPUTimeBudget)
 		}
+		per := c.StolenWindow
+		switch {
+		case c.StolenWindows < 0 || c.StolenWindows > maxStolenWindows:
+			bad("StolenWindows must be between 0 and %d, got %d", maxStolenWindows, c.StolenWindows)
+		case c.StolenWindows > 1 && c.StolenWindow > 0:
+			per = c.StolenWindow / time.Duration(c.StolenWindows)
+			if per < minStolenWindow {
+				bad("StolenWindow / StolenWindows (%s / %d) must be at least %s", c.StolenWindow, c.StolenWindows, minStolenWindow)
+			}
+		}
 		switch {
 		case c.GapThreshold <= 0:
 			bad("GapThreshold must be positive, got %s", c.GapThreshold)
-		case c.StolenWindow > 0 && c.GapThreshold >= c.StolenWindow:
-			bad("GapThreshold (%s) must be shorter than StolenWindow (%s)", c.GapThreshold, c.StolenWindow)
+		case c.StolenWindow > 0 && c.GapThreshold >= per:
+			if per == c.StolenWindow {
+				bad("GapThreshold (%s) must be shorter than StolenWindow (%s)", c.GapThreshold, c.StolenWindow)
+			} else {
+				bad("GapThreshold (%s) must be shorter than one stolen-time window, StolenWindow / StolenWindows (%s)", c.GapThreshold, per)
+			}
 		}
 		if c.MaxGaps < 1 || c.MaxGaps > maxMaxGaps {
 			bad("MaxGaps must be between 1 and %d, got %d", maxMaxGaps, c.MaxGaps)
@@ -104,3 +122,6 @@ func (c Config) Validate() error {
 }
 
 func (c Config) skips(m string) bool { return slices.Contains(c.Skip, m) }
+
+// stolenWindows is how many stolen-time windows c asks for (at least 1).
+func (c Config) stolenWindows() int { return max(1, c.StolenWindows) }

@@ -2,6 +2,7 @@ package gpuprobe
 
 import (
 	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestDecodeStolen(t *testing.T) {
 				t.Errorf("Coverage = %v, want %v", got.Coverage, tc.want.Coverage)
 			}
 			got.Ratio, got.MaxRatio, got.Coverage = tc.want.Ratio, tc.want.MaxRatio, tc.want.Coverage
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -194,5 +195,26 @@ func TestQuantiles(t *testing.T) {
 	}
 	if got := median([]float64{3, 1, 2}); got != 2 {
 		t.Errorf("median = %v, want 2", got)
+	}
+}
+
+// TestStolenSchedule: the windows are spread evenly among the other
+// measurements, the last after the last of them; without other
+// measurements they run back to back.
+func TestStolenSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		windows, others int
+		want            []int
+	}{
+		{4, 8, []int{0, 0, 1, 0, 1, 0, 1, 0, 1}},
+		{1, 8, []int{0, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{3, 8, []int{0, 0, 0, 1, 0, 0, 1, 0, 1}},
+		{8, 8, []int{0, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{8, 3, []int{0, 2, 3, 3}},
+		{4, 0, []int{4}},
+	} {
+		if got := stolenSchedule(tc.windows, tc.others); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("stolenSchedule(%d, %d) = %v, want %v", tc.windows, tc.others, got, tc.want)
+		}
 	}
 }
