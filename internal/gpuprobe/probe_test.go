@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -707,4 +708,53 @@ func TestStolenWindowsSpread(t *testing.T) {
 	if d := st.Window - cfg.StolenWindow; d < 0 || d > time.Duration(cfg.StolenWindows)*2*time.Millisecond {
 		t.Errorf("watched %s in all, want %s and at most a slice more per window", st.Window, cfg.StolenWindow)
 	}
+}
+
+// TestProbeFindsItsNVMLPID: NVML lists host PIDs, which differ from
+// getpid() in a container; the PID NVML's process list gains with the
+// probe's context is the probe's, and nothing is claimed when the list
+// cannot be read or another process appeared at the same moment.
+func TestProbeFindsItsNVMLPID(t *testing.T) {
+	const hostPID = 73311
+	for _, tc := range []struct {
+		name    string
+		other   bool // another process starts with ours
+		readErr bool
+		want    uint32
+	}{
+		{"found", false, false, hostPID},
+		{"another process starts too", true, false, 0},
+		{"list unreadable", false, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := h100()
+			var open atomic.Bool
+			dev.Context = func(o bool, _ time.Time) { open.Store(o) }
+			calls := 0
+			list := func(gpuprobe.DeviceInfo) ([]uint32, bool) {
+				calls++
+				pids := []uint32{100, 200}
+				if open.Load() {
+					pids = append(pids, hostPID)
+					if tc.other {
+						pids = append(pids, 300)
+					}
+				}
+				return pids, !tc.readErr
+			}
+			drv := simdriver.New([]simdriver.Device{dev}, simdriver.Options{Now: func() time.Time { return base }, Seed: 7})
+			p := gpuprobe.New(drv, gpuprobe.Options{Processes: list})
+			res := probe(t, p, gpuprobe.ExporterConfig())
+			if res.NVMLPID != tc.want || calls != 2-b2i(tc.readErr) {
+				t.Errorf("NVMLPID %d after %d listings, want %d after %d", res.NVMLPID, calls, tc.want, 2-b2i(tc.readErr))
+			}
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -148,6 +148,13 @@ type Result struct {
 	// memory from FreeBeforeBytes to cuMemGetInfo's free right after the
 	// context was created (0: unknown). It counts in MaxMemoryBytes.
 	ContextMemoryBytes uint64 `json:"context_memory_bytes,omitempty"`
+	// NVMLPID is this process as NVML reports it: the one PID NVML's
+	// process lists gained when the probe created its context
+	// (Options.Processes); 0 when not known (no lister, or none or
+	// several PIDs appeared). Callers leave it out of the tenants; they
+	// fall back to getpid() (or a host procfs's self link) only while it
+	// is 0.
+	NVMLPID uint32 `json:"nvml_pid,omitempty"`
 	// BufferBudgetBytes is what MaxMemoryBytes left for the measurement
 	// buffers: MaxMemoryBytes less ContextMemoryBytes, counted as at most
 	// Config.ContextReserveBytes (and as that when unknown).
