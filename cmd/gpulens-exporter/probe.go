@@ -137,12 +137,15 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) c
 	nv, _ := dir.(collector.NVMLView)
 	if nv != nil {
 		popts.FreeMemory = func(d gpuprobe.DeviceInfo) (uint64, bool) { return nv.FreeMemory(d.UUID) }
+		// NVML's process list before and with the probe's context: the
+		// PID it gains is the exporter's own as NVML reports it.
+		popts.Processes = func(d gpuprobe.DeviceInfo) ([]uint32, bool) { return nv.ProcessPIDs(d.UUID) }
 	}
 	open := prober(popts)
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Config: cfg, Logger: logger, NVML: nv}
-	// The sampler keeps each GPU's visible-process timeline for the
+	// The sampler keeps each GPU's per-process samples for the
 	// unexplained stolen time.
 	if s, ok := dir.(interface {
 		collector.ActivitySource
