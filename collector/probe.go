@@ -672,7 +672,7 @@ var (
 		"Round trip of an empty kernel (launch and synchronise) over the last probe's launches: stat=median or p99.",
 		"stat")
 	probeStolenDesc = desc("probe", "stolen_time_ratio",
-		"Share of the stolen-time window the probe's kernel did not run (gaps in %globaltimer; median over SMs): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
+		"Share of the stolen-time windows the probe's kernel did not run (gaps in %globaltimer; median over SMs per window, the windows weighted by length): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
 	probeUnexplainedDesc = desc("probe", "unexplained_stolen_time_ratio",
 		"Share of the stolen-time windows taken by contexts NVML does not show. basis=visible_processes: the least the GPU's visible contexts can leave unexplained, per window, by NVML's per-process samples (each context at most an equal turn with the probe and its samples' busy time inside the window; the exporter itself left out, MPS clients and server one context); ~0 on a GPU busy only with processes NVML lists. basis=raw: NVML has no per-process utilisation on the GPU (NOT_SUPPORTED, a vGPU guest): the raw stolen time ratio, the tenant's own processes included. Absent when not known (see unexplained_stolen_time_unknown).",
 		"basis")

@@ -53,10 +53,10 @@ type NamedCollector struct {
 // snapshot of const metrics. It is a prometheus.Collector whose Collect only
 // copies the latest snapshot.
 type Sampler struct {
-	lib        nvml.Interface
+	lib nvml.Interface
 	// probePID is the exporter's own PID as its probe found it in NVML's
 	// process list (SetProbePID); 0 until then.
-	probePID atomic.Uint32
+	probePID   atomic.Uint32
 	cfg        Config
 	now        func() time.Time
 	logger     *slog.Logger

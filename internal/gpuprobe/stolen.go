@@ -36,13 +36,20 @@ type stolenBlock struct {
 // whole window (which would read as little stolen time as the records ran
 // out early); StolenResult.Coverage says how much of the window that was.
 func decodeStolen(raw []byte, blocks, maxGaps int, threshold time.Duration) (StolenResult, error) {
-	r, _, err := decodeWindow(raw, blocks, maxGaps, threshold)
+	r, _, err := decodeWindow(raw, blocks, maxGaps, threshold, 0)
 	return r, err
 }
 
-// decodeWindow is decodeStolen, also returning the kept gaps' lengths
-// (those above the threshold used).
-func decodeWindow(raw []byte, blocks, maxGaps int, threshold time.Duration) (StolenResult, []time.Duration, error) {
+// decodeWindow is decodeStolen for a kernel launched with window (0: not
+// known), also returning the kept gaps' lengths (those above the threshold
+// used). The kernel stops at its first reading at least window after its
+// first: when a neighbour's slice covers the window's end, that reading
+// comes after the slice and the whole slice counts, which on a short
+// window biases the ratio up (by about half a slice over the window). So
+// the part of the last gap beyond the window is left out of the block's
+// sum and the ratio is over the window itself (not with a raised
+// threshold, whose records end early anyway).
+func decodeWindow(raw []byte, blocks, maxGaps int, threshold, planned time.Duration) (StolenResult, []time.Duration, error) {
 	if blocks <= 0 || maxGaps <= 0 {
 		return StolenResult{}, nil, fmt.Errorf("stolen: %d blocks, %d max gaps", blocks, maxGaps)
 	}
@@ -104,9 +111,12 @@ func decodeWindow(raw []byte, blocks, maxGaps int, threshold time.Duration) (Sto
 				sum += g
 			}
 		}
+		coverages = append(coverages, float64(covered)/float64(window))
+		if over := window - planned; planned > 0 && !raised && over > 0 {
+			sum, covered = max(0, sum-over), planned
+		}
 		windows = append(windows, window)
 		ratios = append(ratios, float64(sum)/float64(covered))
-		coverages = append(coverages, float64(covered)/float64(window))
 		counts = append(counts, count)
 		all = append(all, gaps...)
 	}
@@ -245,7 +255,7 @@ func (s *session) runStolenWindow(i, n int, othersLeft bool) error {
 	if err := s.drv.MemcpyDtoH(raw, out); err != nil {
 		return err
 	}
-	r, gaps, err := decodeWindow(raw, blocks, s.cfg.MaxGaps, s.cfg.GapThreshold)
+	r, gaps, err := decodeWindow(raw, blocks, s.cfg.MaxGaps, s.cfg.GapThreshold, window)
 	if err != nil {
 		return err
 	}

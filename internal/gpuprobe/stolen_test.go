@@ -218,3 +218,24 @@ func TestStolenSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeWindowClipsTheLastGap: the kernel stops at its first reading
+// at least the window after its first, so a neighbour's slice over the
+// window's end counts whole; the part beyond the window is left out
+// (a 25 ms window whose last 1 ms and 2 ms beyond were a gap lost 1 ms:
+// 0.04, not 3 ms of 27: 0.11).
+func TestDecodeWindowClipsTheLastGap(t *testing.T) {
+	b := block{first: t0, last: t0 + 27*ms, count: 1, sum: 3 * ms, minStep: 32, reads: 1000,
+		gaps: [][2]uint64{{t0 + 24*ms, 3 * ms}}}
+	raw := encode(4, b)
+	r, _, err := decodeWindow(raw, 1, 4, 10*time.Microsecond, 25*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Ratio - 0.04; d > 1e-9 || d < -1e-9 || r.Window != 27*time.Millisecond || r.Coverage != 1 {
+		t.Errorf("ratio %v window %s coverage %v, want 0.04, 27ms, 1", r.Ratio, r.Window, r.Coverage)
+	}
+	if r, _ := decodeStolen(raw, 1, 4, 10*time.Microsecond); r.Ratio != float64(3*ms)/float64(27*ms) {
+		t.Errorf("without the window: ratio %v, want 3/27", r.Ratio)
+	}
+}

@@ -258,7 +258,11 @@ func EstimateUnexplained(st *StolenResult, a NVMLActivity) Unexplained {
 			}
 			continue
 		}
-		length := w.End.Sub(w.Start).Seconds()
+		// Weighted as StolenResult.Ratio weights the windows.
+		length := w.Window.Seconds()
+		if length <= 0 {
+			length = w.End.Sub(w.Start).Seconds()
+		}
 		lower += uw.Ratio * length
 		upper += uw.Upper * length
 		total += length
