@@ -39,7 +39,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	app.Flag("collector.probe", "Enable the probe: measure each CUDA device from the inside every --collector.probe.interval (bandwidths, FLOP/s, launch latency, stolen time) with a small GPU-time and memory budget. Needs libcuda (--cuda.library); off by default.").Default("false").BoolVar(&f.enabled)
 	cliflag.Duration(app, "collector.probe.interval", "Time between two probes of each device.", "5m", &f.interval)
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
-	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
+	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 4 windows of a quarter each spread over the run; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
 	app.Flag("collector.probe.max-memory", "Device memory one probe may take, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; the probe skips a GPU with less free than this plus 768MiB, and the device copy is not reported unless the rest allows buffers of 4x the L2 cache.").Default("1280MiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
