@@ -69,8 +69,21 @@ func (l *activityLog) record(samples []nvml.ProcessUtilizationSample, ret nvml.R
 	switch ret {
 	case nvml.SUCCESS:
 		l.state, l.readAt = activityRead, now
+		// A sample read twice (a read of the whole buffer) is kept once.
+		type key struct {
+			pid uint32
+			ts  time.Time
+		}
+		have := make(map[key]bool, len(l.samples))
+		for _, s := range l.samples {
+			have[key{s.PID, s.Time}] = true
+		}
 		for _, s := range samples {
-			l.samples = append(l.samples, gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil))
+			ps := gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil)
+			if k := (key{ps.PID, ps.Time}); !have[k] {
+				have[k] = true
+				l.samples = append(l.samples, ps)
+			}
 		}
 	case nvml.ERROR_NOT_SUPPORTED:
 		l.state = activityUnsupported

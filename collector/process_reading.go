@@ -138,11 +138,18 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 	if mig == nil || !mig.enabled {
 		t.timeline.maxCover = uint64(interval.Microseconds())
 		since := t.timeline.lastSeen
+		// The first read asks for NVML's whole buffer when the probe keeps
+		// the samples (its first windows may precede the first cycle); the
+		// timeline integrates only those of the last interval.
+		ask := since
 		if since == 0 {
 			since = uint64(now.Add(-interval).UnixMicro())
+			if t.activity == nil || !t.activity.wanted.Load() {
+				ask = since
+			}
 		}
 		samples, ret := callRet(r, "GetProcessUtilization", func() ([]nvml.ProcessUtilizationSample, nvml.Return) {
-			s, ret := r.Device.GetProcessUtilization(since)
+			s, ret := r.Device.GetProcessUtilization(ask)
 			if ret == nvml.ERROR_NOT_FOUND {
 				return nil, nvml.SUCCESS // no sample newer than lastSeen: nothing ran
 			}

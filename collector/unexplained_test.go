@@ -66,6 +66,11 @@ func TestActivityLog(t *testing.T) {
 	if unknown != "" || raw || !reflect.DeepEqual(a.Samples, want) || !a.ReadUpTo.Equal(t0.Add(500*time.Millisecond)) || !reflect.DeepEqual(a.MPSClients, []uint32{2}) {
 		t.Errorf("activity = %+v (unknown %q, raw %v); want samples %+v read up to 500ms, MPS client 2", a, unknown, raw, want)
 	}
+	// The same samples read again are kept once.
+	l.record([]nvml.ProcessUtilizationSample{{Pid: 1, TimeStamp: us(200 * time.Millisecond), SmUtil: 100}}, nvml.SUCCESS, nil, t0.Add(600*time.Millisecond))
+	if a, _, _ := l.activity(t0, t0); len(a.Samples) != 2 {
+		t.Errorf("a sample read twice: %d samples, want 2", len(a.Samples))
+	}
 	// NOT_FOUND (nothing newer) is a read: the time moves on.
 	l.record(nil, nvml.SUCCESS, nil, t0.Add(time.Second))
 	if a, _, _ := l.activity(t0, t0); !a.ReadUpTo.Equal(t0.Add(time.Second)) || len(a.Samples) != 2 {
