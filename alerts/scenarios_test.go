@@ -84,7 +84,7 @@ type wantAlert struct {
 func unlistedBusy(gpus ...int) []wantAlert {
 	var out []wantAlert
 	for _, g := range gpus {
-		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), maybe: true})
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), extra: basisVisible, maybe: true})
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func unlistedBusy(gpus ...int) []wantAlert {
 func busyUnlisted(gpus ...int) []wantAlert {
 	var out []wantAlert
 	for _, g := range gpus {
-		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), from: minutes(14), to: minutes(21), through: true})
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), extra: basisVisible, from: minutes(14), to: minutes(21), through: true})
 	}
 	return out
 }
@@ -108,6 +108,10 @@ func seq(n int) []int {
 	}
 	return out
 }
+
+// basisVisible is the basis label of the unexplained stolen time the
+// simulated GPUs give (NVML shows their per-process utilisation).
+const basisVisible = `basis="visible_processes"`
 
 func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Minute)) }
 
@@ -133,7 +137,7 @@ var scenarioAlerts = map[string][]wantAlert{
 		// holds 0.25 whatever the phase, so it fires by 45 min. (make demo
 		// probes every 30 s: there it fires at 18 min, as a real-speed run
 		// showed; tests/probe-cadence.test.yml.)
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(15), to: minutes(47), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", extra: basisVisible, from: minutes(15), to: minutes(47), through: true},
 		// GPU 3's PCIe replay counter read fails from 2 min.
 		{alert: "GpulensNVMLCallsFailing", from: minutes(16), to: minutes(20), through: true},
 	},
@@ -141,19 +145,19 @@ var scenarioAlerts = map[string][]wantAlert{
 		// GPU 0: the unexplained ratio is ~0 until the neighbour joins at
 		// 15 min, ~0.5 after; its 30-minute mean passes 0.2 at ~27 min.
 		// GPU 1 (the tenant's own job only) stays silent.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(38), to: minutes(47), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", extra: basisVisible, from: minutes(38), to: minutes(47), through: true},
 	},
 	"dgx-h100": append(busyUnlisted(0, 1, 2, 3), unlistedBusy(4, 5, 6, 7)...),
 	"fleet":    unlistedBusy(seq(64)...),
 	"minimal":  busyUnlisted(0),
 	"faulty": {
 		// Busy with nobody listed (sine 30-90 %): every probe reads ≥ 0.3.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(14), to: minutes(21), through: true},
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", from: minutes(14), to: minutes(21), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", extra: basisVisible, from: minutes(14), to: minutes(21), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "1", extra: basisVisible, from: minutes(14), to: minutes(21), through: true},
 		// Hung and lost GPUs: whether NVML's process samples were read
 		// around a probe depends on the hangs.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "2", maybe: true},
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "3", maybe: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "2", extra: basisVisible, maybe: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "3", extra: basisVisible, maybe: true},
 		// Hangs from the start (up only between hung calls).
 		{alert: "GpulensGPULost", gpu: "2", from: 0, to: minutes(5), through: true},
 		// Falls off the bus at 45 s: GpulensGPULost only.
@@ -177,7 +181,7 @@ var scenarioAlerts = map[string][]wantAlert{
 		// The first probe (at start) already sees the neighbour: pending from
 		// the first evaluation, firing 15 minutes later; the exporters start
 		// a few sim seconds before the test's clock, hence 14 min.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", from: minutes(14), to: minutes(47), through: true},
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", extra: basisVisible, from: minutes(14), to: minutes(47), through: true},
 	},
 	"starved-loader": {
 		// GPU 0's process keeps a core busy while the GPU is ~25 % busy: the

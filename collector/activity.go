@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,144 +9,148 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
-// What NVML showed of a GPU's visible processes over a span of time, kept
-// for the probe (probe.go): the exporter's own processes are left out, so
-// are MPS clients (they run inside the MPS server's context, which NVML
-// lists as a process of its own, and never pause a time-sliced context).
+// What NVML showed of a GPU's processes over the last activityKeep, kept
+// for the probe's unexplained stolen time (probe.go,
+// gpuprobe.EstimateUnexplained): NVML's per-process samples as read (every
+// process's, the probe's own included), when they were last read, the MPS
+// clients listed, and whether NVML has per-process utilisation on the GPU
+// at all.
 
-// activityKeep is how much of the per-process sample timeline a GPU keeps
-// for the probe: longer than a probe run over every device and the wait
-// for its samples.
+// activityKeep is how much of the per-process samples a GPU keeps for the
+// probe: longer than a probe run over every device and the wait for its
+// samples.
 const activityKeep = 30 * time.Second
 
-// activityWiden is how far around a probe's span the samples are looked for
-// when none overlaps it (a sample period longer than the span), and how far
-// back from the newest sample when none lies that near.
-const activityWiden = time.Second
-
-// VisibleActivity is what NVML showed on a GPU over a span of time.
-type VisibleActivity struct {
-	// SM is, per visible process with samples near the span, its
-	// time-weighted mean SM utilisation (0-1) over the samples that
-	// overlap the span.
-	SM map[uint32]float64
-}
-
-// ActivitySource tells what NVML showed on a GPU (its gpu label) over
-// [from, to]. known is false when the source cannot tell at all (no
-// per-process utilisation on that GPU, or the process collectors are off);
-// covered is false while NVML's samples have not been read up to to yet.
+// ActivitySource tells what NVML showed of a GPU's (its gpu label)
+// processes around [from, to]: its samples, or why it cannot tell
+// (unknown, one of gpuprobe.UnknownReasons), or, with raw, that NVML has no
+// per-process utilisation on the GPU (NOT_SUPPORTED, as in a vGPU guest).
 type ActivitySource interface {
-	VisibleActivity(gpu string, from, to time.Time) (a VisibleActivity, known, covered bool)
+	NVMLActivity(gpu string, from, to time.Time) (a gpuprobe.NVMLActivity, unknown string, raw bool)
 }
 
-// activityLog is one GPU's recent visible-process timeline, written by its
+// activityLog is one GPU's recent per-process samples, written by its
 // sampler goroutine and read by the probe's.
 type activityLog struct {
 	// wanted: a probe reads the log (Sampler.KeepActivity); until then
 	// nothing is kept.
 	wanted atomic.Bool
 
-	mu     sync.Mutex
-	ivs    []interval // by end time, roughly
-	readAt time.Time  // the last cycle that read the samples
-	known  bool
+	mu      sync.Mutex
+	samples []gpuprobe.ProcessSample // by time, roughly
+	readAt  time.Time                // the last cycle that read the samples
+	mps     []uint32                 // the MPS clients last listed
+	state   activityState
 }
 
-// record appends a cycle's intervals (µs) read at now, less self's and
-// MPS clients', and forgets those older than activityKeep.
-func (l *activityLog) record(ivs []interval, skip func(pid uint32) bool, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, iv := range ivs {
-		if !skip(iv.pid) {
-			l.ivs = append(l.ivs, iv)
-		}
-	}
-	horizon := uint64(now.Add(-activityKeep).UnixMicro())
-	i := 0
-	for i < len(l.ivs) && l.ivs[i].end < horizon {
-		i++
-	}
-	l.ivs = slices.Delete(l.ivs, 0, i)
-	l.readAt, l.known = now, true
-}
+// activityState is what the last cycle found of the GPU's per-process
+// utilisation.
+type activityState int
 
-// VisibleActivity implements ActivitySource for one GPU.
-func (l *activityLog) activity(from, to time.Time) (VisibleActivity, bool, bool) {
+const (
+	activityNone        activityState = iota // never read
+	activityRead                             // samples read (or NOT_FOUND: none newer)
+	activityUnsupported                      // NOT_SUPPORTED
+	activityFailed                           // another error
+	activityMIG                              // MIG mode: no per-process utilisation
+)
+
+// record adds a cycle's samples read at now with ret (SUCCESS, or NOT_FOUND
+// read as none newer), the MPS clients listed, and forgets those older than
+// activityKeep.
+func (l *activityLog) record(samples []nvml.ProcessUtilizationSample, ret nvml.Return, mps []uint32, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.known {
-		return VisibleActivity{}, false, false
-	}
-	a := VisibleActivity{SM: map[uint32]float64{}}
-	// The span, else a second around it, else the last second of samples
-	// before its end (a simulated driver's clock runs ahead of NVML's),
-	// else the first second after its start (a simulated fleet whose time
-	// has not started).
-	var newest uint64
-	earliest := uint64(math.MaxUint64)
-	for _, iv := range l.ivs {
-		if iv.end <= uint64(to.Add(activityWiden).UnixMicro()) {
-			newest = max(newest, iv.end)
+	switch ret {
+	case nvml.SUCCESS:
+		l.state, l.readAt = activityRead, now
+		// A sample read twice (a read of the whole buffer) is kept once.
+		type key struct {
+			pid uint32
+			ts  time.Time
 		}
-		if iv.start >= uint64(from.UnixMicro()) {
-			earliest = min(earliest, iv.start)
+		have := make(map[key]bool, len(l.samples))
+		for _, s := range l.samples {
+			have[key{s.PID, s.Time}] = true
 		}
-	}
-	spans := [][2]uint64{
-		{uint64(from.UnixMicro()), uint64(to.UnixMicro())},
-		{uint64(from.Add(-activityWiden).UnixMicro()), uint64(to.Add(activityWiden).UnixMicro())},
-		{newest - min(newest, uint64(activityWiden.Microseconds())), newest},
-		{earliest, earliest + uint64(activityWiden.Microseconds())},
-	}
-	for _, span := range spans {
-		lo, hi := span[0], span[1]
-		sums, covered := map[uint32]float64{}, map[uint32]float64{}
-		for _, iv := range l.ivs {
-			s, e := max(iv.start, lo), min(iv.end, hi)
-			if e <= s {
-				continue
+		for _, s := range samples {
+			ps := gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil)
+			if k := (key{ps.PID, ps.Time}); !have[k] {
+				have[k] = true
+				l.samples = append(l.samples, ps)
 			}
-			sec := float64(e-s) / 1e6
-			sums[iv.pid] += iv.sm * sec
-			covered[iv.pid] += sec
 		}
-		for pid, c := range covered {
-			a.SM[pid] = sums[pid] / c
-		}
-		if len(a.SM) > 0 {
-			break
-		}
+	case nvml.ERROR_NOT_SUPPORTED:
+		l.state = activityUnsupported
+	default:
+		l.state = activityFailed
 	}
-	return a, true, !l.readAt.Before(to)
+	l.mps = mps
+	horizon := now.Add(-activityKeep)
+	l.samples = slices.DeleteFunc(l.samples, func(s gpuprobe.ProcessSample) bool { return s.Time.Before(horizon) })
 }
 
-// KeepActivity makes every GPU keep its visible-process timeline for the
-// probe (ActivitySource); call it before Run.
+// recordMIG notes a cycle in MIG mode.
+func (l *activityLog) recordMIG() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state, l.samples = activityMIG, nil
+}
+
+// activity implements ActivitySource for one GPU: the samples from one
+// activityKeep before from on (the sample period is inferred from them).
+func (l *activityLog) activity(from, _ time.Time) (gpuprobe.NVMLActivity, string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.state {
+	case activityNone:
+		return gpuprobe.NVMLActivity{}, gpuprobe.UnknownNoProcessUtilization, false
+	case activityUnsupported:
+		return gpuprobe.NVMLActivity{}, "", true
+	case activityFailed:
+		return gpuprobe.NVMLActivity{}, gpuprobe.UnknownUtilizationFailed, false
+	case activityMIG:
+		return gpuprobe.NVMLActivity{}, gpuprobe.UnknownMIG, false
+	}
+	horizon := from.Add(-activityKeep)
+	a := gpuprobe.NVMLActivity{ReadUpTo: l.readAt, MPSClients: slices.Clone(l.mps)}
+	for _, s := range l.samples {
+		if !s.Time.Before(horizon) {
+			a.Samples = append(a.Samples, s)
+		}
+	}
+	return a, "", false
+}
+
+// KeepActivity makes every GPU keep its per-process samples for the probe
+// (ActivitySource); call it before Run.
 func (s *Sampler) KeepActivity() {
 	for _, w := range s.workers {
 		w.activity.wanted.Store(true)
 	}
 }
 
-// VisibleActivity implements ActivitySource: the GPU with label gpu.
-func (s *Sampler) VisibleActivity(gpu string, from, to time.Time) (VisibleActivity, bool, bool) {
+// NVMLActivity implements ActivitySource: the GPU with label gpu.
+func (s *Sampler) NVMLActivity(gpu string, from, to time.Time) (gpuprobe.NVMLActivity, string, bool) {
 	for _, w := range s.workers {
 		if w.gpu == gpu {
 			return w.activity.activity(from, to)
 		}
 	}
-	return VisibleActivity{}, false, false
+	return gpuprobe.NVMLActivity{}, gpuprobe.UnknownNoProcessUtilization, false
 }
 
-// SelfPID is the exporter's PID as NVML reports it: NVML lists host PIDs,
-// and procfs's self link under procRoot (the host's /proc in a container
-// run with hostPID) names the process in that procfs's PID namespace; else
-// os.Getpid().
+// SelfPID is the exporter's PID as NVML reports it, until its probe has
+// found it in NVML's process list (Sampler.SetProbePID): NVML lists host
+// PIDs, and procfs's self link under procRoot (the host's /proc in a
+// container run with hostPID) names the process in that procfs's PID
+// namespace; else os.Getpid(). In a container without the host's PID
+// namespace both are the container's PID, not NVML's.
 func SelfPID(procRoot string) uint32 {
 	if procRoot != "" {
 		if target, err := os.Readlink(filepath.Join(procRoot, "self")); err == nil {
@@ -157,14 +160,4 @@ func SelfPID(procRoot string) uint32 {
 		}
 	}
 	return uint32(os.Getpid())
-}
-
-// unexplainedStolen is gpuprobe.UnexplainedStolen over the visible
-// processes' SM shares.
-func unexplainedStolen(raw float64, visible map[uint32]float64) float64 {
-	us := make([]float64, 0, len(visible))
-	for _, u := range visible {
-		us = append(us, u)
-	}
-	return gpuprobe.UnexplainedStolen(raw, us)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,13 +115,20 @@ type ProbeOptions struct {
 	// a context (gpuprobe.Options.FreeMemory, wired by the opener) and the
 	// MIG instances CUDA does not show it (probe_safety.go).
 	NVML NVMLView
-	// Activity tells which processes NVML showed busy on each GPU during a
-	// probe, for the unexplained stolen time; nil: not reported.
+	// Activity tells what NVML showed of each GPU's processes during a
+	// probe, for the unexplained stolen time; nil: not known (reason
+	// no_process_utilization).
 	Activity ActivitySource
 	// ActivityWait bounds how long a run waits, after its last device, for
-	// NVML's samples to cover every probe's span (then the latest samples
-	// are used). 0: 5 s.
+	// NVML's samples to be read past every stolen-time window by a sample
+	// period (a window not covered by then leaves the figure unknown,
+	// reason samples_not_read). 0: 5 s.
 	ActivityWait time.Duration
+	// SelfPID is the exporter's own PID as NVML reports it, left out of
+	// the tenants, while the probe has not found it in NVML's process
+	// list (gpuprobe.Result.NVMLPID); 0: NVML's FallbackSelfPID, else
+	// os.Getpid().
+	SelfPID uint32
 }
 
 // MaxProbeJitter is the largest ProbeOptions.Jitter: runs at least half an
@@ -154,6 +162,10 @@ type ProbeCollector struct {
 	release     func() error
 	devices     map[string]*probeDevice
 	initFailing bool
+	// selfPID is the exporter's own NVML PID the probe found (0: none
+	// yet); selfWarned: the fallback was logged.
+	selfPID    uint32
+	selfWarned bool
 
 	// busy is set while a prober call runs, including one abandoned past
 	// its deadline; later calls fail fast until it returns. lastCall is
@@ -175,8 +187,9 @@ type probeDevice struct {
 	info      *gpuprobe.DeviceInfo // nil for an NVML GPU CUDA never listed
 	result    *gpuprobe.Result     // latest run, nil when it failed as a whole
 	// unexplained is the latest result's stolen time NVML's visible
-	// processes do not explain; -1: not known (yet).
-	unexplained float64
+	// processes do not explain, or why it is not known; nil: not worked
+	// out (yet).
+	unexplained *gpuprobe.Unexplained
 	lastOK      time.Time
 	runs        float64
 	errs        map[probeErrKey]float64
@@ -375,13 +388,11 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 
 // explain works out, for every device of a run with a stolen-time result,
 // the part of it that the processes NVML showed do not explain
-// (unexplainedStolen), once NVML's samples cover the probe's span (at most
-// ActivityWait after the run), and publishes.
+// (gpuprobe.EstimateUnexplained over its windows), once NVML's samples have
+// been read past every window by a sample period (at most ActivityWait
+// after the run; else it is unknown), and publishes.
 func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 	src := p.opts.Activity
-	if src == nil {
-		return
-	}
 	deadline := p.now().Add(p.opts.ActivityWait)
 	var ticks <-chan time.Time
 	stop := func() {}
@@ -389,23 +400,17 @@ func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 	changed := false
 	for _, st := range sts {
 		r := st.result
-		if r == nil || r.Stolen == nil || !st.matched {
+		if r == nil || r.Stolen == nil {
 			continue
 		}
-		from, to := r.Started, r.Started.Add(r.Duration)
+		self := p.self(r)
 		for {
-			a, known, covered := src.VisibleActivity(st.gpu, from, to)
-			if !known {
-				break
-			}
-			if covered {
-				st.unexplained = unexplainedStolen(r.Stolen.Ratio, a.SM)
-				changed = true
-				break
-			}
-			if !p.now().Before(deadline) {
-				p.logger.Debug("probe: NVML's process samples do not cover the probe yet; the unexplained stolen time uses the latest ones", "gpu", st.gpu, "uuid", st.uuid)
-				st.unexplained = unexplainedStolen(r.Stolen.Ratio, a.SM)
+			u := p.unexplained(src, st, r, self)
+			if u.Reason != gpuprobe.UnknownSamplesNotRead || !p.now().Before(deadline) {
+				if !u.Known() {
+					p.logger.Debug("probe: the unexplained stolen time is not known", "gpu", st.gpu, "uuid", st.uuid, "reason", u.Reason)
+				}
+				st.unexplained = &u
 				changed = true
 				break
 			}
@@ -424,6 +429,63 @@ func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 	}
 }
 
+// unexplained is the unexplained stolen time of one device's result, with
+// the probe's own process (self) left out of the tenants.
+func (p *ProbeCollector) unexplained(src ActivitySource, st *probeDevice, r *gpuprobe.Result, self uint32) gpuprobe.Unexplained {
+	ws := r.Stolen.Windows
+	switch {
+	case src == nil || !st.matched:
+		return gpuprobe.Unknown(gpuprobe.UnknownNoProcessUtilization)
+	case len(ws) == 0:
+		return gpuprobe.Unknown(gpuprobe.UnknownNoWindows)
+	}
+	a, unknown, raw := src.NVMLActivity(st.gpu, ws[0].Start, ws[len(ws)-1].End)
+	switch {
+	case raw && strings.HasPrefix(st.uuid, "MIG-"):
+		return gpuprobe.Unknown(gpuprobe.UnknownMIG)
+	case raw:
+		return gpuprobe.RawUnexplained(r.Stolen)
+	case unknown != "":
+		return gpuprobe.Unknown(unknown)
+	}
+	a.Probe = []uint32{self}
+	return gpuprobe.EstimateUnexplained(r.Stolen, a)
+}
+
+// self is the exporter's own PID as NVML reports it: the one the probe
+// found in NVML's process list (told to the process collectors), else the
+// last one found, else the fallback (getpid or the host procfs's self
+// link), logged once: in a container without the host's PID namespace the
+// fallback is not NVML's, and the probe's own context would count as a
+// tenant.
+func (p *ProbeCollector) self(r *gpuprobe.Result) uint32 {
+	if r.NVMLPID != 0 {
+		if r.NVMLPID != p.selfPID {
+			p.logger.Info("probe: found the exporter's own PID in NVML's process list", "pid", r.NVMLPID)
+			p.selfPID = r.NVMLPID
+			if p.opts.NVML != nil {
+				p.opts.NVML.SetProbePID(r.NVMLPID)
+			}
+		}
+		return r.NVMLPID
+	}
+	if p.selfPID != 0 {
+		return p.selfPID
+	}
+	fallback := p.opts.SelfPID
+	if fallback == 0 && p.opts.NVML != nil {
+		fallback = p.opts.NVML.FallbackSelfPID()
+	}
+	if fallback == 0 {
+		fallback = uint32(os.Getpid())
+	}
+	if !p.selfWarned {
+		p.selfWarned = true
+		p.logger.Warn("probe: NVML's process list did not tell the exporter's own PID apart; leaving out the procfs/getpid one, which is NVML's only in the host's PID namespace", "pid", fallback)
+	}
+	return fallback
+}
+
 func deviceKey(d gpuprobe.DeviceInfo) string {
 	if d.UUID != "" {
 		return d.UUID
@@ -436,7 +498,7 @@ func (p *ProbeCollector) device(d gpuprobe.DeviceInfo, gpus []GPUIdentity) *prob
 	key := deviceKey(d)
 	st := p.devices[key]
 	if st == nil {
-		st = &probeDevice{errs: map[probeErrKey]float64{}, unexplained: -1}
+		st = &probeDevice{errs: map[probeErrKey]float64{}}
 		p.devices[key] = st
 	}
 	info := d
@@ -485,7 +547,7 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 		return // shutting down: not the device's fault
 	}
 	st.runs++
-	st.unexplained = -1
+	st.unexplained = nil
 	for _, me := range res.Errors {
 		st.errs[probeErrKey{me.Measurement, gpuprobe.MeasurementErrorLabel(me)}]++
 	}
@@ -569,7 +631,7 @@ func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
 			}
 		}
 		if !covered && p.devices[g.UUID] == nil {
-			p.devices[g.UUID] = &probeDevice{gpu: g.GPU, uuid: g.UUID, matched: true, errs: map[probeErrKey]float64{}, unexplained: -1}
+			p.devices[g.UUID] = &probeDevice{gpu: g.GPU, uuid: g.UUID, matched: true, errs: map[probeErrKey]float64{}}
 		}
 	}
 	for _, st := range p.devices {
@@ -657,9 +719,16 @@ var (
 		"Round trip of an empty kernel (launch and synchronise) over the last probe's launches: stat=median or p99.",
 		"stat")
 	probeStolenDesc = desc("probe", "stolen_time_ratio",
-		"Share of the stolen-time window the probe's kernel did not run (gaps in %globaltimer; median over SMs): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
+		"Share of the stolen-time windows the probe's kernel did not run (gaps in %globaltimer; median over SMs per window, the windows weighted by length): GPU time given to other contexts. ~0 on a GPU that is yours alone.")
 	probeUnexplainedDesc = desc("probe", "unexplained_stolen_time_ratio",
-		"Share of the stolen-time window taken by contexts NVML does not show: the stolen time ratio less what the GPU's visible busy processes explain (each at most the probe's own share and its SM utilisation over the probe, from NVML's per-process samples; the exporter itself and MPS clients left out), clamped to [0, ratio]. ~0 on a GPU busy only with processes NVML lists. Absent where per-process utilisation is unavailable (MIG) or the process collectors are off.")
+		"Share of the stolen-time windows taken by contexts NVML does not show. basis=visible_processes: the least the GPU's visible contexts can leave unexplained, per window, by NVML's per-process samples (each context at most an equal turn with the probe and its samples' busy time inside the window; the exporter itself left out, MPS clients and server one context); ~0 on a GPU busy only with processes NVML lists. basis=raw: NVML has no per-process utilisation on the GPU (NOT_SUPPORTED, a vGPU guest): the raw stolen time ratio, the tenant's own processes included. Absent when not known (see unexplained_stolen_time_unknown).",
+		"basis")
+	probeUnexplainedUpperDesc = desc("probe", "unexplained_stolen_time_upper_ratio",
+		"The most the unexplained stolen time can be by NVML's samples: up to the stolen time ratio when a sample period longer than the windows holds a busy visible tenant (NVML cannot tell whether it or a neighbour took the windows); minus unexplained_stolen_time_ratio, the figure's error bound.",
+		"basis")
+	probeUnexplainedUnknownDesc = desc("probe", "unexplained_stolen_time_unknown",
+		"1 when the last probe measured stolen time but the unexplained part is not known, by reason: no_process_utilization (the process collectors are off), mig, utilization_read_failed, samples_not_read (NVML not read a sample period past a window within the wait), no_samples_during_probe (NVML showed no sample at all while the probe ran and lost time: it does not see this GPU's contexts), no_windows.",
+		"reason")
 	probeGapDesc = desc("probe", "stolen_gap_seconds",
 		"Length of the gaps the stolen-time kernel saw (stat=median, p90, max; 0 without gaps): the time slice other contexts got.",
 		"stat")
@@ -669,7 +738,8 @@ var (
 func DescribeProbe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{probeUpDesc, probeDeviceInfoDesc, probeLastSuccessDesc, probeDurationDesc,
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
-		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc, probeGapDesc,
+		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc,
+		probeUnexplainedUpperDesc, probeUnexplainedUnknownDesc, probeGapDesc,
 		probeSkippedDesc, probeNotReportedDesc, probeContextMemDesc} {
 		ch <- d
 	}
@@ -778,8 +848,11 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 	nonZero(probeLaunchDesc, r.LaunchLatencyP99.Seconds(), "p99")
 	if s := r.Stolen; s != nil {
 		g(probeStolenDesc, s.Ratio)
-		if st.unexplained >= 0 {
-			g(probeUnexplainedDesc, st.unexplained)
+		if u := st.unexplained; u != nil && u.Known() {
+			g(probeUnexplainedDesc, u.Ratio, u.Basis)
+			g(probeUnexplainedUpperDesc, u.Upper, u.Basis)
+		} else if u != nil {
+			g(probeUnexplainedUnknownDesc, 1, u.Reason)
 		}
 		g(probeGapDesc, s.GapMedian.Seconds(), "median")
 		g(probeGapDesc, s.GapP90.Seconds(), "p90")

@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"slices"
 	"strings"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -36,7 +38,47 @@ type NVMLView interface {
 	// MIGInstances lists the MIG instances NVML last reported: GPU and
 	// PCIBusID are the parent's, UUID the instance's.
 	MIGInstances() []GPUIdentity
+	// ProcessPIDs reads NVML's process lists (compute, MPS, graphics) of
+	// the GPU or MIG instance with uuid now (gpuprobe.Options.Processes).
+	ProcessPIDs(uuid string) ([]uint32, bool)
+	// SetProbePID tells the process collectors the exporter's own PID as
+	// its probe found it in NVML's process list (gpuprobe.Result.NVMLPID).
+	SetProbePID(pid uint32)
+	// FallbackSelfPID is the exporter's own PID as the process collectors
+	// take it until the probe has found it (ProcessOptions.SelfPID).
+	FallbackSelfPID() uint32
 }
+
+// FallbackSelfPID implements NVMLView.
+func (s *Sampler) FallbackSelfPID() uint32 { return s.cfg.Processes.withDefaults().SelfPID }
+
+// ProcessPIDs implements NVMLView: a live read of the device's process
+// lists (the probe calls it on its own thread, around its context's
+// creation); ok is false when the device or every list could not be read.
+func (s *Sampler) ProcessPIDs(uuid string) ([]uint32, bool) {
+	d, ret := s.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return nil, false
+	}
+	var pids []uint32
+	ok := false
+	for _, l := range processLists {
+		ps, ret := l.get(d)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		ok = true
+		for _, p := range ps {
+			if !slices.Contains(pids, p.Pid) {
+				pids = append(pids, p.Pid)
+			}
+		}
+	}
+	return pids, ok
+}
+
+// SetProbePID implements NVMLView.
+func (s *Sampler) SetProbePID(pid uint32) { s.probePID.Store(pid) }
 
 // Sampled implements NVMLView: whether the latest snapshot was published
 // after every GPU's first cycle. A worker reads the GPU's identity (which

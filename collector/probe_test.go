@@ -163,10 +163,12 @@ const probeHelp = `# HELP gpulens_probe_d2h_bandwidth_bytes_per_second Device-to
 # TYPE gpulens_probe_runs_total counter
 %s# HELP gpulens_probe_stolen_gap_seconds Length of the gaps the stolen-time kernel saw (stat=median, p90, max; 0 without gaps): the time slice other contexts got.
 # TYPE gpulens_probe_stolen_gap_seconds gauge
-%s# HELP gpulens_probe_stolen_time_ratio Share of the stolen-time window the probe's kernel did not run (gaps in %%globaltimer; median over SMs): GPU time given to other contexts. ~0 on a GPU that is yours alone.
+%s# HELP gpulens_probe_stolen_time_ratio Share of the stolen-time windows the probe's kernel did not run (gaps in %%globaltimer; median over SMs per window, the windows weighted by length): GPU time given to other contexts. ~0 on a GPU that is yours alone.
 # TYPE gpulens_probe_stolen_time_ratio gauge
 %s# HELP gpulens_probe_tensor_flop_per_second Tensor-core mma.sync throughput (f32 accumulate) measured by the last probe, in floating-point operations per second.
 # TYPE gpulens_probe_tensor_flop_per_second gauge
+%s# HELP gpulens_probe_unexplained_stolen_time_unknown 1 when the last probe measured stolen time but the unexplained part is not known, by reason: no_process_utilization (the process collectors are off), mig, utilization_read_failed, samples_not_read (NVML not read a sample period past a window within the wait), no_samples_during_probe (NVML showed no sample at all while the probe ran and lost time: it does not see this GPU's contexts), no_windows.
+# TYPE gpulens_probe_unexplained_stolen_time_unknown gauge
 %s# HELP gpulens_probe_up 1 when the last probe of the CUDA device measured something, 0 when it failed as a whole (no libcuda, no device, deadline, busy); its figures are then absent.
 # TYPE gpulens_probe_up gauge
 %s`
@@ -242,6 +244,7 @@ func TestProbeExactExposition(t *testing.T) {
 		line("gpulens_probe_tensor_flop_per_second", mig, `dtype="fp16"`, "1.2e+14")+
 			line("gpulens_probe_tensor_flop_per_second", whole, `dtype="bf16"`, "9.5e+14")+
 			line("gpulens_probe_tensor_flop_per_second", whole, `dtype="fp16"`, "9e+14"),
+		both("gpulens_probe_unexplained_stolen_time_unknown", `reason="no_process_utilization"`, "1", "1"),
 		both("gpulens_probe_up", "", "1", "1"),
 	)
 	got := exposition(t, p)

@@ -3,6 +3,7 @@ package collector
 import (
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -53,9 +54,23 @@ type processTracker struct {
 	otherBusy float64
 	contended float64
 	series    map[procKey]*processSeries // label pairs of the listed processes
-	// activity, when set, receives the visible processes' sample
-	// intervals of every cycle (for the probe).
+	// activity, when set, receives every cycle's per-process samples
+	// (for the probe).
 	activity *activityLog
+	// probePID, when set and not 0, is the exporter's own PID as its probe
+	// found it in NVML's process list: left out in place of opts.SelfPID.
+	probePID *atomic.Uint32
+}
+
+// self is the exporter's own PID as NVML reports it: the one its probe
+// found, else ProcessOptions.SelfPID.
+func (t *processTracker) self() uint32 {
+	if t.probePID != nil {
+		if pid := t.probePID.Load(); pid != 0 {
+			return pid
+		}
+	}
+	return t.opts.SelfPID
 }
 
 // seriesOf returns the label pairs of a listed process.
@@ -90,6 +105,7 @@ type procKey struct{ pid, gi, ci uint32 }
 
 func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, mig *migReading) *processReading {
 	out := &processReading{mig: mig}
+	self := t.self()
 	byKey := map[procKey]*gpuProcess{}
 	for _, l := range processLists {
 		ps, ok := Call(r, l.call, func() ([]nvml.ProcessInfo, nvml.Return) { return l.get(r.Device) })
@@ -98,7 +114,7 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 		}
 		out.listed = true
 		for _, p := range ps {
-			if p.Pid == t.opts.SelfPID {
+			if p.Pid == self {
 				continue // the exporter itself: its probe's context
 			}
 			k := procKey{p.Pid, p.GpuInstanceId, p.ComputeInstanceId}
@@ -122,31 +138,41 @@ func (t *processTracker) read(r *Reader, now time.Time, interval time.Duration, 
 	if mig == nil || !mig.enabled {
 		t.timeline.maxCover = uint64(interval.Microseconds())
 		since := t.timeline.lastSeen
+		// The first read asks for NVML's whole buffer when the probe keeps
+		// the samples (its first windows may precede the first cycle); the
+		// timeline integrates only those of the last interval.
+		ask := since
 		if since == 0 {
 			since = uint64(now.Add(-interval).UnixMicro())
+			if t.activity == nil || !t.activity.wanted.Load() {
+				ask = since
+			}
 		}
 		samples, ret := callRet(r, "GetProcessUtilization", func() ([]nvml.ProcessUtilizationSample, nvml.Return) {
-			s, ret := r.Device.GetProcessUtilization(since)
+			s, ret := r.Device.GetProcessUtilization(ask)
 			if ret == nvml.ERROR_NOT_FOUND {
 				return nil, nvml.SUCCESS // no sample newer than lastSeen: nothing ran
 			}
 			return s, ret
 		})
+		if t.activity != nil && t.activity.wanted.Load() {
+			// Every sample, the probe's own included: the probe leaves out
+			// the PID it found for itself.
+			var mps []uint32
+			for _, p := range out.procs {
+				if p.typ == "mps" && !slices.Contains(mps, p.pid) {
+					mps = append(mps, p.pid)
+				}
+			}
+			t.activity.record(samples, ret, mps, now)
+		}
 		if ret == nvml.SUCCESS {
-			samples = slices.DeleteFunc(samples, func(s nvml.ProcessUtilizationSample) bool { return s.Pid == t.opts.SelfPID })
+			samples = slices.DeleteFunc(samples, func(s nvml.ProcessUtilizationSample) bool { return s.Pid == self })
 			out.utilOK = true
 			out.cycle = t.timeline.add(samples, since)
-			if t.activity != nil && t.activity.wanted.Load() {
-				var mps map[uint32]bool
-				if out.mps {
-					mps = map[uint32]bool{}
-					for _, p := range out.procs {
-						mps[p.pid] = mps[p.pid] || p.typ == "mps"
-					}
-				}
-				t.activity.record(out.cycle.ivs, func(pid uint32) bool { return mps[pid] }, now)
-			}
 		}
+	} else if t.activity != nil && t.activity.wanted.Load() {
+		t.activity.recordMIG()
 	}
 	t.timeline.forget(isLive)
 	t.cache.retain(isLive)

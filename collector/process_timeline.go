@@ -52,7 +52,6 @@ type utilCycle struct {
 	pids      map[uint32]*pidUtil
 	busy      float64 // ∫ min(1, Σ SM ratios) dt: seconds the GPU was busy
 	contended float64 // the part of busy during which ≥ 2 processes had SM activity
-	ivs       []interval
 }
 
 // interval is the part of a process's timeline one sample covers.
@@ -130,7 +129,6 @@ func (tl *utilTimeline) add(samples []nvml.ProcessUtilizationSample, since uint6
 		tl.lastSeen = max(tl.lastSeen, s.TimeStamp)
 	}
 	out.sweep(ivs)
-	out.ivs = ivs
 	return out
 }
 

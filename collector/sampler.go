@@ -53,7 +53,10 @@ type NamedCollector struct {
 // snapshot of const metrics. It is a prometheus.Collector whose Collect only
 // copies the latest snapshot.
 type Sampler struct {
-	lib        nvml.Interface
+	lib nvml.Interface
+	// probePID is the exporter's own PID as its probe found it in NVML's
+	// process list (SetProbePID); 0 until then.
+	probePID   atomic.Uint32
 	cfg        Config
 	now        func() time.Time
 	logger     *slog.Logger
@@ -336,6 +339,7 @@ func (w *deviceWorker) readIdentity(r *Reader) {
 	}
 	w.state = newDeviceState(s.lib, uuid, s.cfg.Interval, s.cfg.Processes)
 	w.state.procs.activity = w.activity
+	w.state.procs.probePID = &s.probePID
 	d := &Device{Index: w.index, UUID: uuid, state: w.state}
 	d.Name, _ = Call(r, "GetName", r.Device.GetName)
 	if pci, ok := Call(r, "GetPciInfo", r.Device.GetPciInfo); ok {

@@ -41,7 +41,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	cliflag.Duration(app, "collector.probe.interval", "Time between two probes of each device, on average (see --collector.probe.interval-jitter).", "5m", &f.interval)
 	app.Flag("collector.probe.interval-jitter", "Spread of the time between two probes, as a fraction of --collector.probe.interval: each wait is interval × (1 ± up to this, uniformly random), so a tenant whose load repeats with the interval's period is not probed at the same phase every time; 0 to 0.5.").Default("0.2").Float64Var(&f.jitter)
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
-	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
+	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 4 windows of a quarter each spread over the run; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
 	app.Flag("collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).").Default("2GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
@@ -141,12 +141,15 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) c
 	nv, _ := dir.(collector.NVMLView)
 	if nv != nil {
 		popts.FreeMemory = func(d gpuprobe.DeviceInfo) (uint64, bool) { return nv.FreeMemory(d.UUID) }
+		// NVML's process list before and with the probe's context: the
+		// PID it gains is the exporter's own as NVML reports it.
+		popts.Processes = func(d gpuprobe.DeviceInfo) ([]uint32, bool) { return nv.ProcessPIDs(d.UUID) }
 	}
 	open := prober(popts)
 	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Config: cfg, Logger: logger, NVML: nv}
-	// The sampler keeps each GPU's visible-process timeline for the
+	// The sampler keeps each GPU's per-process samples for the
 	// unexplained stolen time.
 	if s, ok := dir.(interface {
 		collector.ActivitySource

@@ -170,7 +170,13 @@ func probeSeries(t *testing.T, url string) map[string]*familyView {
 		if f := fams["gpulens_probe_unexplained_stolen_time_ratio"]; f != nil {
 			probed = len(f.series)
 		}
-		return gpus > 0 && probed == gpus, fmt.Sprintf("%d GPUs, %d with the probe's unexplained stolen time", gpus, probed)
+		var unknown []string
+		if f := fams["gpulens_probe_unexplained_stolen_time_unknown"]; f != nil {
+			for _, s := range f.series {
+				unknown = append(unknown, "GPU "+s.labels["gpu"]+": "+s.labels["reason"])
+			}
+		}
+		return gpus > 0 && probed == gpus, fmt.Sprintf("%d GPUs, %d with the probe's unexplained stolen time (not known: %v)", gpus, probed, unknown)
 	})
 	return fams
 }

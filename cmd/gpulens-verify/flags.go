@@ -59,7 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	app.Flag("repeat", "Probe every device this many times; figures are reported as median, min, max and coefficient of variation.").Default("3").IntVar(&o.repeat)
 	cliflag.Duration(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
 	cliflag.Duration(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
-	cliflag.Duration(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
+	cliflag.Duration(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 8 windows of an eighth each spread among the other measurements; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
 	app.Flag("probe.max-memory", "Device memory the probe may take at most, its CUDA context's own included (the rest for the measurement buffers), e.g. 2GiB; it takes what the GPU needs (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and leaves a GPU with less free than that + 768MiB alone.").Default(fmtSize(def.MaxMemoryBytes)).SetValue(&r.maxMemory)
 	app.Flag("vram.fill", "Also allocate and touch device memory in 1 GiB steps until the driver refuses or --vram.fill-limit is reached, to measure the usable VRAM. Off by default: it briefly holds all free memory.").Default("false").BoolVar(&r.fill)
 	app.Flag("vram.fill-limit", "Stop the fill test at this size, e.g. 40GiB (default: no limit beyond what the driver grants).").PlaceHolder("SIZE").SetValue(&r.fillLimit)

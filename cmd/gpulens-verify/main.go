@@ -121,6 +121,9 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		if src.NVML != nil {
 			// NVML's free memory before the probe creates a context.
 			popts.FreeMemory = verify.NVMLFreeMemory(lib)
+			// NVML's process list before and with the probe's context:
+			// the PID it gains is this process as NVML reports it.
+			popts.Processes = verify.NVMLProcesses(lib)
 		}
 		p := gpuprobe.New(drv, popts)
 		src.Prober = p

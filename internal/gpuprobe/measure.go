@@ -91,9 +91,11 @@ type session struct {
 	moduleTried [2]bool
 
 	gpuTime     time.Duration // every timed part so far
-	planned     time.Duration // GPU time planned for the measurements before stolen
+	planned     time.Duration // GPU time planned for the measurements other than stolen
 	weightsLeft float64
 	mem         uint64 // device memory for the buffers: Result.BufferBudgetBytes
+
+	stolen stolenRun // the stolen-time windows run so far
 }
 
 func newSession(ctx context.Context, drv Driver, cfg Config, dev DeviceInfo, res *Result, log *slog.Logger, ptx [2]string) *session {
@@ -132,15 +134,16 @@ func (s *session) measure(m string) error {
 	case MeasureLaunch:
 		return s.launch(m)
 	case MeasureStolen:
-		return s.stolen()
+		return s.stolenResult()
 	}
 	return fmt.Errorf("unknown measurement %q", m)
 }
 
 // share is the GPU time measurement m may use: what is left of the planned
-// time, split by weight among the measurements still to run.
+// time (the stolen-time windows run so far not counted against it), split
+// by weight among the measurements still to run.
 func (s *session) share(m string) (time.Duration, error) {
-	left := s.planned - s.gpuTime
+	left := s.planned - (s.gpuTime - s.stolen.gpuTime)
 	if left <= 0 || s.weightsLeft <= 0 {
 		return 0, fmt.Errorf("GPU time budget (%s) spent before this measurement", s.cfg.GPUTimeBudget)
 	}
@@ -645,65 +648,6 @@ func (s *session) launch(m string) error {
 	slices.Sort(trips)
 	s.res.LaunchLatency = medianSorted(trips)
 	s.res.LaunchLatencyP99 = quantileSorted(trips, 0.99)
-	return nil
-}
-
-// stolen runs KernelStolen for StolenWindow with one block of one warp per
-// SM and decodes what it saw (decodeStolen). The window is shortened to
-// the GPU-time budget left less a slack (stolenSlack of it, at least
-// minStolenSlack), rather than the budget exceeded; below minStolenWindow
-// (or 20 gap thresholds) it is not run.
-func (s *session) stolen() error {
-	window := s.cfg.StolenWindow
-	left := s.cfg.GPUTimeBudget - s.gpuTime
-	if avail := left - max(minStolenSlack, time.Duration(float64(left)*stolenSlack)); avail < window {
-		window = avail
-	}
-	if least := max(minStolenWindow, 20*s.cfg.GapThreshold); window < least {
-		return fmt.Errorf("GPU time budget (%s) spent before the stolen-time window: %s left, the window needs at least %s", s.cfg.GPUTimeBudget, max(0, s.cfg.GPUTimeBudget-s.gpuTime), least)
-	}
-	if window < s.cfg.StolenWindow {
-		s.log.Debug("gpuprobe: stolen-time window shortened to fit the GPU-time budget", "device", s.dev.Ordinal, "window", window, "configured", s.cfg.StolenWindow)
-	}
-	f, err := s.function(KernelStolen)
-	if err != nil {
-		return err
-	}
-	blocks := s.dev.SMs
-	maxGaps := uint64(s.cfg.MaxGaps)
-	bytes := uint64(blocks) * StolenBlockBytes(maxGaps)
-	if bytes > s.mem {
-		return fmt.Errorf("the output of %d blocks of %d gaps needs %d bytes, over the buffer budget (%d): lower MaxGaps", blocks, maxGaps, bytes, s.mem)
-	}
-	out, free, err := s.alloc(bytes)
-	if err != nil {
-		return err
-	}
-	defer free()
-	if err := s.drv.MemsetD8(out, 0, bytes); err != nil {
-		return err
-	}
-	ev, destroy, err := s.events()
-	if err != nil {
-		return err
-	}
-	defer destroy()
-	grid, block := Dim3{uint32(blocks), 1, 1}, Dim3{stolenBlockWidth, 1, 1}
-	if _, err := s.timed(ev, func() error {
-		return s.drv.LaunchKernel(f, grid, block, 0, uint64(out), uint64(window), uint64(s.cfg.GapThreshold), maxGaps)
-	}); err != nil {
-		return err
-	}
-	raw := make([]byte, bytes)
-	if err := s.drv.MemcpyDtoH(raw, out); err != nil {
-		return err
-	}
-	r, err := decodeStolen(raw, blocks, s.cfg.MaxGaps, s.cfg.GapThreshold)
-	if err != nil {
-		return err
-	}
-	r.WindowPlanned = window
-	s.res.Stolen = &r
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/gpulens/gpulens/internal/gpuid"
@@ -31,7 +32,18 @@ type Options struct {
 	// for that moment); the context's memory is then unknown
 	// (Result.ContextMemoryBytes 0) and assumed to be ContextReserveBytes.
 	FreeMemory FreeMemoryFunc
+	// Processes lists the PIDs NVML's process lists (compute, MPS,
+	// graphics) of a device show now, and whether it could read them. The
+	// probe calls it just before it creates its context and again right
+	// after: the one PID that appears is this process as NVML reports it
+	// (Result.NVMLPID), which differs from getpid() in a container
+	// without the host's PID namespace. Called on the probe's locked
+	// thread; it must return quickly.
+	Processes ProcessesFunc
 }
+
+// ProcessesFunc is Options.Processes.
+type ProcessesFunc func(DeviceInfo) (pids []uint32, ok bool)
 
 // thread is the state of the OS thread a Probe's driver work runs on.
 type thread struct {
@@ -56,6 +68,7 @@ type Probe struct {
 	log        *slog.Logger
 	ptx        [2]string // the base and tensor modules' PTX
 	freeMemory FreeMemoryFunc
+	processes  ProcessesFunc
 	// lockThread and unlockThread are runtime.LockOSThread and
 	// runtime.UnlockOSThread (tests count them).
 	lockThread, unlockThread func()
@@ -73,7 +86,7 @@ func New(drv Driver, opts Options) *Probe {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Probe{drv: drv, log: log, ptx: [2]string{ptxBase, ptxTensor}, freeMemory: opts.FreeMemory,
+	return &Probe{drv: drv, log: log, ptx: [2]string{ptxBase, ptxTensor}, freeMemory: opts.FreeMemory, processes: opts.Processes,
 		lockThread: runtime.LockOSThread, unlockThread: runtime.UnlockOSThread}
 }
 
@@ -314,11 +327,24 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 				fmtBytes(freeBefore), fmtBytes(need), fmtBytes(takes), fmtBytes(cfg.MaxMemoryBytes), fmtBytes(cfg.ContextReserveBytes)))
 		}
 	}
+	var pidsBefore []uint32
+	listed := false
+	if p.processes != nil {
+		pidsBefore, listed = p.processes(info)
+	}
 	th.ctxLive = true
 	cctx, err := d.CtxCreate(ordinal)
 	if err != nil {
 		th.ctxLive = false
 		return Result{}, fmt.Errorf("gpuprobe: device %d: %w", ordinal, err)
+	}
+	if listed {
+		pidsWith, ok := p.processes(info)
+		res.NVMLPID = newPID(pidsBefore, pidsWith, ok)
+		if res.NVMLPID == 0 {
+			p.log.Debug("gpuprobe: NVML's process list does not tell this process apart (no single new PID with the context)", "device", ordinal,
+				"before", pidsBefore, "with_context", pidsWith, "read", ok)
+		}
 	}
 	destroyed := false
 	destroy := func() {
@@ -379,6 +405,24 @@ func (p *Probe) run(ctx context.Context, th *thread, ordinal int, cfg Config) (R
 	return res, nil
 }
 
+// newPID is the one PID in with that is not in before, else 0.
+func newPID(before, with []uint32, ok bool) uint32 {
+	if !ok {
+		return 0
+	}
+	var found uint32
+	for _, pid := range with {
+		if pid == 0 || slices.Contains(before, pid) || pid == found {
+			continue
+		}
+		if found != 0 {
+			return 0 // two new processes: which one is ours?
+		}
+		found = pid
+	}
+	return found
+}
+
 // maxContextBytes is the largest drop in free memory taken for the
 // context's own: twice ContextReserveBytes (1 GiB when that is 0). A bare
 // context takes a few hundred MiB on any current GPU.
@@ -421,25 +465,59 @@ func computeModeName(mode int) string {
 // fmtBytes writes n in MiB (one decimal).
 func fmtBytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
+// measureAll runs the measurements in Measurements order, the stolen-time
+// windows spread among them (stolenSchedule), and then combines the
+// windows into the stolen measurement.
 func (p *Probe) measureAll(s *session) {
+	var others []string
 	for _, m := range Measurements {
-		if s.cfg.skips(m) {
-			continue
+		if m != MeasureStolen && !s.cfg.skips(m) {
+			others = append(others, m)
 		}
-		if err := s.ctx.Err(); err != nil {
-			s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: "not run: " + err.Error()})
-			continue
-		}
-		before := s.gpuTime
-		err := s.measure(m)
-		var nr *notReportedError
-		switch {
-		case errors.As(err, &nr):
-			s.res.NotReported = append(s.res.NotReported, NotReported{Measurement: m, Reason: nr.reason, Detail: nr.detail})
-		case err != nil:
-			s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: err.Error(), Code: code(err)})
-		}
-		p.log.Debug("gpuprobe: measurement", "device", s.dev.Ordinal, "measurement", m,
-			"gpu_time", (s.gpuTime - before).String(), "err", err)
 	}
+	n := s.cfg.stolenWindows()
+	var after []int
+	if !s.cfg.skips(MeasureStolen) {
+		after = stolenSchedule(n, len(others))
+	}
+	w := 0
+	windows := func(k int) {
+		if after == nil {
+			return
+		}
+		for range after[k] {
+			before := s.gpuTime
+			s.stolenWindow(w, n, k < len(others))
+			p.log.Debug("gpuprobe: stolen-time window", "device", s.dev.Ordinal, "window", w+1, "of", n,
+				"gpu_time", (s.gpuTime - before).String())
+			w++
+		}
+	}
+	windows(0)
+	for k, m := range others {
+		p.runMeasurement(s, m)
+		windows(k + 1)
+	}
+	if after != nil {
+		p.runMeasurement(s, MeasureStolen)
+	}
+}
+
+// runMeasurement runs one measurement and records its failure.
+func (p *Probe) runMeasurement(s *session, m string) {
+	if err := s.ctx.Err(); err != nil && m != MeasureStolen {
+		s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: "not run: " + err.Error()})
+		return
+	}
+	before := s.gpuTime
+	err := s.measure(m)
+	var nr *notReportedError
+	switch {
+	case errors.As(err, &nr):
+		s.res.NotReported = append(s.res.NotReported, NotReported{Measurement: m, Reason: nr.reason, Detail: nr.detail})
+	case err != nil:
+		s.res.Errors = append(s.res.Errors, MeasurementError{Measurement: m, Err: err.Error(), Code: code(err)})
+	}
+	p.log.Debug("gpuprobe: measurement", "device", s.dev.Ordinal, "measurement", m,
+		"gpu_time", (s.gpuTime - before).String(), "err", err)
 }

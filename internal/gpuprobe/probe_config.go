@@ -12,7 +12,9 @@ import (
 const (
 	minMemoryBytes = 8 << 20
 	maxMaxGaps     = 8192 // 8*(6+2*8192) bytes per SM: 17 MB on 132 SMs
-	minFillStep    = 1 << 20
+	// maxStolenWindows bounds Config.StolenWindows.
+	maxStolenWindows = 64
+	minFillStep      = 1 << 20
 )
 
 // DefaultContextReserve is Config.ContextReserveBytes by default: a bare
@@ -28,16 +30,18 @@ const DefaultContextReserve = 768 << 20
 const L2BufferFactor = 4
 
 // DefaultConfig is gpulens-verify's probe: about 2 s of GPU time per device
-// of which a 1 s stolen-time window, at most 2 GiB of device memory with
-// the context's own (of which it takes what the GPU needs, MemoryNeed:
-// copy buffers of 4 × L2 fit on every GPU of the spec table), a 768 MiB
-// margin for the context, the fill test off (1 GiB steps when enabled).
+// of which 1 s of stolen-time windows (8 of 125 ms), at most 2 GiB of
+// device memory with the context's own (of which it takes what the GPU
+// needs, MemoryNeed: copy buffers of 4 × L2 fit on every GPU of the spec
+// table), a 768 MiB margin for the context, the fill test off (1 GiB steps
+// when enabled).
 func DefaultConfig() Config {
 	return Config{
 		MaxMemoryBytes:      2 << 30,
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       2 * time.Second,
 		StolenWindow:        time.Second,
+		StolenWindows:       8,
 		GapThreshold:        10 * time.Microsecond,
 		MaxGaps:             2048,
 		FillStep:            1 << 30,
@@ -45,7 +49,7 @@ func DefaultConfig() Config {
 }
 
 // ExporterConfig is the exporter's continuous probe: at most 250 ms of GPU
-// time including a 100 ms stolen-time window, and at most 2 GiB of device
+// time including 100 ms of stolen-time windows (4 of 25 ms), and at most 2 GiB of device
 // memory with the context's own, so that it can run every few minutes
 // beside real work. The probe takes only what a GPU needs (MemoryNeed: the
 // context, counted as the 768 MiB reserve, and two device-copy buffers of
@@ -58,6 +62,7 @@ func ExporterConfig() Config {
 		ContextReserveBytes: DefaultContextReserve,
 		GPUTimeBudget:       250 * time.Millisecond,
 		StolenWindow:        100 * time.Millisecond,
+		StolenWindows:       4,
 		GapThreshold:        10 * time.Microsecond,
 		MaxGaps:             256,
 		FillStep:            1 << 30,
@@ -81,11 +86,25 @@ func (c Config) Validate() error {
 		case c.GPUTimeBudget > 0 && c.StolenWindow >= c.GPUTimeBudget:
 			bad("StolenWindow (%s) must be shorter than GPUTimeBudget (%s), which includes it", c.StolenWindow, c.GPUTimeBudget)
 		}
+		per := c.StolenWindow
+		switch {
+		case c.StolenWindows < 0 || c.StolenWindows > maxStolenWindows:
+			bad("StolenWindows must be between 0 and %d, got %d", maxStolenWindows, c.StolenWindows)
+		case c.StolenWindows > 1 && c.StolenWindow > 0:
+			per = c.StolenWindow / time.Duration(c.StolenWindows)
+			if per < minStolenWindow {
+				bad("StolenWindow / StolenWindows (%s / %d) must be at least %s", c.StolenWindow, c.StolenWindows, minStolenWindow)
+			}
+		}
 		switch {
 		case c.GapThreshold <= 0:
 			bad("GapThreshold must be positive, got %s", c.GapThreshold)
-		case c.StolenWindow > 0 && c.GapThreshold >= c.StolenWindow:
-			bad("GapThreshold (%s) must be shorter than StolenWindow (%s)", c.GapThreshold, c.StolenWindow)
+		case c.StolenWindow > 0 && c.GapThreshold >= per:
+			if per == c.StolenWindow {
+				bad("GapThreshold (%s) must be shorter than StolenWindow (%s)", c.GapThreshold, c.StolenWindow)
+			} else {
+				bad("GapThreshold (%s) must be shorter than one stolen-time window, StolenWindow / StolenWindows (%s)", c.GapThreshold, per)
+			}
 		}
 		if c.MaxGaps < 1 || c.MaxGaps > maxMaxGaps {
 			bad("MaxGaps must be between 1 and %d, got %d", maxMaxGaps, c.MaxGaps)
@@ -106,3 +125,6 @@ func (c Config) Validate() error {
 }
 
 func (c Config) skips(m string) bool { return slices.Contains(c.Skip, m) }
+
+// stolenWindows is how many stolen-time windows c asks for (at least 1).
+func (c Config) stolenWindows() int { return max(1, c.StolenWindows) }

@@ -49,7 +49,10 @@ func TestConfigValidate(t *testing.T) {
 			c.StolenWindow, c.GapThreshold, c.MaxGaps, c.Skip = 0, 0, 0, []string{"stolen"}
 		}, nil},
 		{"threshold zero", func(c *gpuprobe.Config) { c.GapThreshold = 0 }, []string{"GapThreshold must be positive"}},
-		{"threshold over window", func(c *gpuprobe.Config) { c.GapThreshold = c.StolenWindow }, []string{"GapThreshold (100ms) must be shorter than StolenWindow"}},
+		{"threshold over window", func(c *gpuprobe.Config) { c.GapThreshold = c.StolenWindow }, []string{"GapThreshold (100ms) must be shorter than one stolen-time window, StolenWindow / StolenWindows (25ms)"}},
+		{"threshold over the single window", func(c *gpuprobe.Config) { c.GapThreshold, c.StolenWindows = c.StolenWindow, 0 }, []string{"GapThreshold (100ms) must be shorter than StolenWindow (100ms)"}},
+		{"windows out of range", func(c *gpuprobe.Config) { c.StolenWindows = 65 }, []string{"StolenWindows must be between 0 and 64, got 65"}},
+		{"windows too short", func(c *gpuprobe.Config) { c.StolenWindows = 64; c.StolenWindow = 50 * time.Millisecond }, []string{"StolenWindow / StolenWindows (50ms / 64) must be at least 1ms"}},
 		{"max gaps zero", func(c *gpuprobe.Config) { c.MaxGaps = 0 }, []string{"MaxGaps must be between 1 and 8192, got 0"}},
 		{"max gaps huge", func(c *gpuprobe.Config) { c.MaxGaps = 1 << 20 }, []string{"MaxGaps must be between"}},
 		{"fill step", func(c *gpuprobe.Config) { c.Fill, c.FillStep = true, 4096 }, []string{"FillStep must be at least"}},

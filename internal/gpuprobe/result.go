@@ -108,8 +108,13 @@ type Config struct {
 	// GPUTimeBudget caps the GPU time of the timed kernels and copies
 	// together (the stolen-time window included); sizes are calibrated to it.
 	GPUTimeBudget time.Duration
-	// StolenWindow is how long the stolen-time kernel watches the timer.
+	// StolenWindow is how long the stolen-time kernel watches the timer in
+	// all: StolenWindows windows of StolenWindow / StolenWindows each,
+	// spread between the other measurements (see Result.Stolen).
 	StolenWindow time.Duration
+	// StolenWindows is how many windows StolenWindow is split into; 0
+	// means 1 (one window after the other measurements).
+	StolenWindows int
 	// GapThreshold is the shortest timer step counted as a gap; raised to
 	// 10x the measured timer resolution when that is coarser.
 	GapThreshold time.Duration
@@ -143,6 +148,13 @@ type Result struct {
 	// memory from FreeBeforeBytes to cuMemGetInfo's free right after the
 	// context was created (0: unknown). It counts in MaxMemoryBytes.
 	ContextMemoryBytes uint64 `json:"context_memory_bytes,omitempty"`
+	// NVMLPID is this process as NVML reports it: the one PID NVML's
+	// process lists gained when the probe created its context
+	// (Options.Processes); 0 when not known (no lister, or none or
+	// several PIDs appeared). Callers leave it out of the tenants; they
+	// fall back to getpid() (or a host procfs's self link) only while it
+	// is 0.
+	NVMLPID uint32 `json:"nvml_pid,omitempty"`
 	// BufferBudgetBytes is the device memory the measurement buffers may
 	// take: what they need on this device (BufferNeed), at most what
 	// MaxMemoryBytes leaves after ContextMemoryBytes, counted as at most
@@ -211,32 +223,55 @@ type MemoryResult struct {
 	FillStopped string `json:"fill_stopped,omitempty"` // "out_of_memory", "limit", "deadline" or an error
 }
 
-// StolenResult is the stolen-time kernel's finding.
+// StolenResult is the stolen-time kernel's finding over all its windows
+// (Config.StolenWindows launches spread over the probe; Windows lists each).
 type StolenResult struct {
-	Window time.Duration `json:"window_ns"` // median observed window per block
-	// WindowPlanned is the window the kernel was launched with: Config's
-	// StolenWindow, or less when the GPU-time budget left was shorter.
+	// Window is the time watched: the sum over the windows of each one's
+	// median observed window per block.
+	Window time.Duration `json:"window_ns"`
+	// WindowPlanned is the sum of the windows the kernel was launched
+	// with: Config's StolenWindow, or less when the GPU-time budget left
+	// was shorter (or a window failed).
 	WindowPlanned   time.Duration `json:"window_planned_ns"`
 	Threshold       time.Duration `json:"threshold_ns"`        // gap threshold used
 	TimerResolution time.Duration `json:"timer_resolution_ns"` // smallest timer step seen
 	Blocks          int           `json:"blocks"`
-	// Ratio is the share of the window lost in gaps: the median over
-	// blocks of (sum of gaps / covered window). ~0 on a GPU that is ours
-	// alone. The covered window is the whole window, except when the
-	// threshold had to be raised for a coarse timer and a block saw more
-	// gaps than it kept: then it is from the first reading to the end of
-	// the last kept gap (the part of the window the kept gaps describe).
+	// Ratio is the share of the watched time lost in gaps: the mean of
+	// the windows' ratios weighted by their length. A window's ratio is
+	// the median over blocks of (sum of gaps / covered window). ~0 on a
+	// GPU that is ours alone. The covered window is the whole window,
+	// except when the threshold had to be raised for a coarse timer and a
+	// block saw more gaps than it kept: then it is from the first reading
+	// to the end of the last kept gap (the part of the window the kept
+	// gaps describe).
 	Ratio float64 `json:"ratio"`
-	// Coverage is the median over blocks of covered window / window (1
-	// unless the gap records ran out, see Ratio).
+	// Coverage is the windows' median over blocks of covered window /
+	// window, weighted by their length (1 unless the gap records ran out,
+	// see Ratio).
 	Coverage float64 `json:"coverage"`
-	MaxRatio float64 `json:"max_ratio"` // the worst block
-	Gaps     int     `json:"gaps"`      // median number of gaps per block
+	MaxRatio float64 `json:"max_ratio"` // the worst block of any window
+	Gaps     int     `json:"gaps"`      // median number of gaps per block, summed over the windows
 	// Gap lengths over the kept gaps of every block: the time slices the
 	// GPU gave to others.
 	GapMedian time.Duration `json:"gap_median_ns,omitempty"`
 	GapP90    time.Duration `json:"gap_p90_ns,omitempty"`
 	GapMax    time.Duration `json:"gap_max_ns,omitempty"`
+	// Windows are the windows in the order they ran: when (host clock,
+	// from just before the launch to just after the kernel was waited
+	// for; NVML's sample timestamps are on the same clock) and the share
+	// of each lost in gaps. The unexplained stolen time is worked out per
+	// window (EstimateUnexplained).
+	Windows []StolenWindow `json:"windows,omitempty"`
+}
+
+// StolenWindow is one window of the stolen-time kernel.
+type StolenWindow struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Window is the median observed window per block (End - Start less
+	// the launch and the wait).
+	Window time.Duration `json:"window_ns"`
+	Ratio  float64       `json:"ratio"`
 }
 
 // MeasurementError is a measurement that failed or was cut short.

@@ -2,6 +2,7 @@ package gpuprobe
 
 import (
 	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestDecodeStolen(t *testing.T) {
 				t.Errorf("Coverage = %v, want %v", got.Coverage, tc.want.Coverage)
 			}
 			got.Ratio, got.MaxRatio, got.Coverage = tc.want.Ratio, tc.want.MaxRatio, tc.want.Coverage
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -194,5 +195,47 @@ func TestQuantiles(t *testing.T) {
 	}
 	if got := median([]float64{3, 1, 2}); got != 2 {
 		t.Errorf("median = %v, want 2", got)
+	}
+}
+
+// TestStolenSchedule: the windows are spread evenly among the other
+// measurements, the last after the last of them; without other
+// measurements they run back to back.
+func TestStolenSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		windows, others int
+		want            []int
+	}{
+		{4, 8, []int{0, 0, 1, 0, 1, 0, 1, 0, 1}},
+		{1, 8, []int{0, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{3, 8, []int{0, 0, 0, 1, 0, 0, 1, 0, 1}},
+		{8, 8, []int{0, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{8, 3, []int{0, 2, 3, 3}},
+		{4, 0, []int{4}},
+	} {
+		if got := stolenSchedule(tc.windows, tc.others); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("stolenSchedule(%d, %d) = %v, want %v", tc.windows, tc.others, got, tc.want)
+		}
+	}
+}
+
+// TestDecodeWindowClipsTheLastGap: the kernel stops at its first reading
+// at least the window after its first, so a neighbour's slice over the
+// window's end counts whole; the part beyond the window is left out
+// (a 25 ms window whose last 1 ms and 2 ms beyond were a gap lost 1 ms:
+// 0.04, not 3 ms of 27: 0.11).
+func TestDecodeWindowClipsTheLastGap(t *testing.T) {
+	b := block{first: t0, last: t0 + 27*ms, count: 1, sum: 3 * ms, minStep: 32, reads: 1000,
+		gaps: [][2]uint64{{t0 + 24*ms, 3 * ms}}}
+	raw := encode(4, b)
+	r, _, err := decodeWindow(raw, 1, 4, 10*time.Microsecond, 25*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Ratio - 0.04; d > 1e-9 || d < -1e-9 || r.Window != 27*time.Millisecond || r.Coverage != 1 {
+		t.Errorf("ratio %v window %s coverage %v, want 0.04, 27ms, 1", r.Ratio, r.Window, r.Coverage)
+	}
+	if r, _ := decodeStolen(raw, 1, 4, 10*time.Microsecond); r.Ratio != float64(3*ms)/float64(27*ms) {
+		t.Errorf("without the window: ratio %v, want 3/27", r.Ratio)
 	}
 }

@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"slices"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
@@ -29,5 +31,39 @@ func NVMLFreeMemory(lib interface {
 			return m.Free, true
 		}
 		return 0, false
+	}
+}
+
+// NVMLProcesses is gpuprobe.Options.Processes over an initialised NVML
+// library: the PIDs of the device's (or MIG instance's) compute, MPS and
+// graphics process lists now; not read when NVML does not know the UUID or
+// no list answers (a vGPU guest's NOT_FOUND on a busy GPU: unknown, not
+// "nobody").
+func NVMLProcesses(lib interface {
+	DeviceGetHandleByUUID(string) (nvml.Device, nvml.Return)
+}) gpuprobe.ProcessesFunc {
+	return func(d gpuprobe.DeviceInfo) ([]uint32, bool) {
+		if d.UUID == "" {
+			return nil, false
+		}
+		h, r := lib.DeviceGetHandleByUUID(d.UUID)
+		if r != nvml.SUCCESS {
+			return nil, false
+		}
+		var pids []uint32
+		ok := false
+		for _, get := range []func() ([]nvml.ProcessInfo, nvml.Return){h.GetComputeRunningProcesses, h.GetMPSComputeRunningProcesses, h.GetGraphicsRunningProcesses} {
+			ps, r := get()
+			if r != nvml.SUCCESS {
+				continue
+			}
+			ok = true
+			for _, p := range ps {
+				if !slices.Contains(pids, p.Pid) {
+					pids = append(pids, p.Pid)
+				}
+			}
+		}
+		return pids, ok
 	}
 }

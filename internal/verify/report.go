@@ -227,15 +227,22 @@ type ProbeRun struct {
 	// Skipped: the probe left the device alone (a compute mode other than
 	// DEFAULT, too little free memory) and measured nothing.
 	Skipped *gpuprobe.Skip `json:"skipped,omitempty"`
-	// VisibleSM is, per process NVML listed on the GPU (this one and MPS
-	// clients left out), its mean SM utilisation (0-1) over the probe,
-	// from NVML's per-process samples; nil where NVML cannot tell (MIG,
-	// no NVML).
+	// VisibleSM is, per visible context NVML's samples show on the GPU (a
+	// PID; "mps" for the MPS server's context and its clients; this
+	// process left out), the most of the stolen-time windows it can have
+	// taken (0-1, the windows' mean; gpuprobe.UnexplainedWindow.Visible);
+	// nil where NVML cannot tell.
 	VisibleSM map[string]float64 `json:"visible_sm,omitempty"`
-	// UnexplainedStolenRatio is the part of the stolen ratio the visible
-	// processes do not explain (gpuprobe.UnexplainedStolen); nil with
-	// VisibleSM nil.
+	// UnexplainedStolenRatio is the least part of the stolen ratio the
+	// visible processes can leave unexplained (Unexplained.Ratio, basis
+	// visible_processes); nil when not known or NVML has no per-process
+	// utilisation (the checks then judge the raw ratio).
 	UnexplainedStolenRatio *float64 `json:"unexplained_stolen_ratio,omitempty"`
+	// Unexplained is the whole estimate (gpuprobe.EstimateUnexplained):
+	// basis, figure, upper bound, sample period, per-window figures, or
+	// the reason it is not known; nil without a stolen-time result or
+	// NVML.
+	Unexplained *gpuprobe.Unexplained `json:"unexplained,omitempty"`
 }
 
 // Figures summarise the runs' measurements (nil: never measured).

@@ -46,6 +46,9 @@ type Options struct {
 	SelfPID int
 	// Now is the clock of the report's timestamps; nil: time.Now.
 	Now func() time.Time
+	// NVMLNow is the clock of NVML's sample timestamps (and of the probe's
+	// stolen-time windows): when NVML's samples were read; nil: time.Now.
+	NVMLNow func() time.Time
 	// Sleep waits between repeats; nil: a timer that ctx cancels.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// SampleInterval is how often NVML is sampled during a probe; 0:
@@ -80,6 +83,10 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	nvmlNow := o.NVMLNow
+	if nvmlNow == nil {
+		nvmlNow = time.Now
 	}
 	every := o.SampleInterval
 	if every <= 0 {
@@ -151,8 +158,15 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 					continue
 				}
 				run := probeOnce(ctx, prober, d.CUDA.Ordinal, o.Probe, timeout, samplers[i], every)
-				if d.MIG == nil && devHandles[i] != nil && d.NVML != nil {
-					explain(&run, devHandles[i], uint32(o.SelfPID), d.NVML.Processes)
+				switch {
+				case d.MIG != nil && run.Result != nil && run.Result.Stolen != nil:
+					u := gpuprobe.Unknown(gpuprobe.UnknownMIG)
+					run.Unexplained = &u
+				case devHandles[i] != nil && d.NVML != nil:
+					explain(ctx, &run, devHandles[i], uint32(o.SelfPID), d.NVML.Processes, nvmlNow, sleep)
+				case run.Result != nil && run.Result.Stolen != nil:
+					u := gpuprobe.Unknown(gpuprobe.UnknownNoProcessUtilization)
+					run.Unexplained = &u
 				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -402,74 +416,72 @@ func aggregate(runs []ProbeRun) Figures {
 	}
 }
 
-// visibleWiden is how far around a probe NVML's per-process samples are
-// looked for when none falls within it (a sample period longer than the
-// probe, or a simulated driver whose clock runs ahead of NVML's).
-const visibleWiden = time.Second
+// explainWait bounds how long a run waits after a probe for NVML's samples
+// to cover its stolen-time windows by a sample period.
+const explainWait = 5 * time.Second
 
-// explain fills run's VisibleSM and UnexplainedStolenRatio from NVML's
-// per-process utilisation samples over the probe (docs/metrics.md, "Stolen
-// time"): this process and MPS clients left out.
-func explain(run *ProbeRun, d nvml.Device, self uint32, procs *ProcessFacts) {
+// explain fills run's Unexplained, VisibleSM and UnexplainedStolenRatio
+// from NVML's per-process utilisation samples over the probe's stolen-time
+// windows (gpuprobe.EstimateUnexplained; docs/metrics.md, "Stolen time"):
+// this process (as NVML's process list showed it, else self) left out, the
+// MPS clients one context with their server. It reads NVML's whole sample
+// buffer, again after a sample period while the samples do not cover the
+// last window yet (at most explainWait).
+func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, procs *ProcessFacts, now func() time.Time, sleep func(context.Context, time.Duration) error) {
 	res := run.Result
 	if res == nil || res.Stolen == nil || res.Stolen.Window <= 0 {
 		return
 	}
-	from, to := res.Started, res.Started.Add(res.Duration)
-	var samples []nvml.ProcessUtilizationSample
-	var na []string
-	var errs []CallError
-	ok := reader{&na, &errs}.do("GetProcessUtilization", func() nvml.Return {
-		var ret nvml.Return
-		samples, ret = d.GetProcessUtilization(0)
-		if ret == nvml.ERROR_NOT_FOUND {
-			return nvml.SUCCESS // no sample: nothing ran
+	if res.NVMLPID != 0 {
+		self = res.NVMLPID
+	}
+	var deadline time.Time
+	var u gpuprobe.Unexplained
+	for {
+		samples, ret := d.GetProcessUtilization(0)
+		read := now()
+		if deadline.IsZero() {
+			deadline = read.Add(explainWait)
 		}
-		return ret
-	})
-	if !ok {
-		return
-	}
-	skip := func(pid uint32) bool {
-		return pid == self || (procs != nil && slices.Contains(procs.MPSPIDs, pid))
-	}
-	// The probe's span, else a second around it, else the last second of
-	// samples before it (a simulated driver's clock runs ahead of NVML's).
-	var newest uint64
-	for _, s := range samples {
-		if s.TimeStamp <= uint64(to.Add(visibleWiden).UnixMicro()) {
-			newest = max(newest, s.TimeStamp)
-		}
-	}
-	spans := [][2]uint64{
-		{uint64(from.UnixMicro()), uint64(to.UnixMicro())},
-		{uint64(from.Add(-visibleWiden).UnixMicro()), uint64(to.Add(visibleWiden).UnixMicro())},
-		{newest - min(newest, uint64(visibleWiden.Microseconds())), newest},
-	}
-	vis := map[uint32]float64{}
-	for _, span := range spans {
-		lo, hi := span[0], span[1]
-		sum, n := map[uint32]float64{}, map[uint32]float64{}
-		for _, s := range samples {
-			if s.TimeStamp < lo || s.TimeStamp > hi || skip(s.Pid) {
+		switch ret {
+		case nvml.SUCCESS, nvml.ERROR_NOT_FOUND: // NOT_FOUND: no sample in the buffer
+			a := gpuprobe.NVMLActivity{ReadUpTo: read, Probe: []uint32{self}}
+			if ret == nvml.SUCCESS {
+				for _, s := range samples {
+					a.Samples = append(a.Samples, gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil))
+				}
+			}
+			if procs != nil {
+				a.MPSClients = procs.MPSPIDs
+			}
+			u = gpuprobe.EstimateUnexplained(res.Stolen, a)
+			if u.Reason == gpuprobe.UnknownSamplesNotRead && read.Before(deadline) {
+				if err := sleep(ctx, a.Coverage()); err != nil {
+					return
+				}
 				continue
 			}
-			sum[s.Pid] += float64(s.SmUtil) / 100
-			n[s.Pid]++
+		case nvml.ERROR_NOT_SUPPORTED:
+			u = gpuprobe.RawUnexplained(res.Stolen)
+		default:
+			u = gpuprobe.Unknown(gpuprobe.UnknownUtilizationFailed)
 		}
-		for pid, c := range n {
-			vis[pid] = sum[pid] / c
-		}
-		if len(vis) > 0 {
-			break
-		}
+		break
 	}
+	run.Unexplained = &u
+	if !u.Known() || u.Basis != gpuprobe.BasisVisible {
+		return
+	}
+	ratio := u.Ratio
+	run.UnexplainedStolenRatio = &ratio
 	run.VisibleSM = map[string]float64{}
-	us := make([]float64, 0, len(vis))
-	for pid, u := range vis {
-		run.VisibleSM[strconv.FormatUint(uint64(pid), 10)] = u
-		us = append(us, u)
+	for _, w := range u.Windows {
+		for pid, share := range w.Visible {
+			key := strconv.FormatUint(uint64(pid), 10)
+			if pid == gpuprobe.MPSContext {
+				key = "mps"
+			}
+			run.VisibleSM[key] += share / float64(len(u.Windows))
+		}
 	}
-	u := gpuprobe.UnexplainedStolen(res.Stolen.Ratio, us)
-	run.UnexplainedStolenRatio = &u
 }

@@ -107,6 +107,9 @@ type device struct {
 	migDevices []*migDevice
 	migSlices  int         // compute slices of the whole GPU (7 on H100); 0 outside MIG
 	probeCtxs  probeCtxLog // the probe's CUDA contexts (probe_context.go)
+	// probeKernels is when the probe's kernels run on the whole GPU
+	// (probe_context.go).
+	probeKernels spanLog
 }
 
 var _ nvml.Device = (*device)(nil)

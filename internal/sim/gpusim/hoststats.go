@@ -145,8 +145,13 @@ type ProcessUsage struct {
 
 // ProcessUsage returns the host's view of the running tenant process pid;
 // false when no running tenant has that pid or its tenant has no host
-// section.
+// section, and always in a container without the host's PID namespace
+// (host.pid_namespace: container), whose /proc shows none of the host's
+// processes.
 func (f *Fleet) ProcessUsage(pid uint32) (ProcessUsage, bool) {
+	if f.PIDNamespace() == PIDNamespaceContainer {
+		return ProcessUsage{}, false
+	}
 	t := f.elapsed()
 	for _, d := range f.devices {
 		if t >= d.lostAt {
@@ -192,6 +197,9 @@ var PressureResources = [...]string{"cpu", "io", "memory"}
 type rawHost struct {
 	CPUs     int          `yaml:"cpus"`
 	Pressure *rawPressure `yaml:"pressure"`
+	// PIDNamespace and SelfHostPID: nvmlsettings.go.
+	PIDNamespace string `yaml:"pid_namespace"`
+	SelfHostPID  *int   `yaml:"self_host_pid"`
 }
 
 type rawPressure struct {
@@ -212,6 +220,9 @@ type hostSpec struct {
 	pressure [len(PressureResources)][2]*signal // some, full: percent of time stalled; nil: absent
 
 	counters sync.Map // fleet host key → *[3][2]*integrator
+
+	pidNamespace string // PIDNamespaceHost or PIDNamespaceContainer
+	selfHostPID  uint32 // 0: the default (Fleet.SelfPID)
 }
 
 const maxCPUs = 1 << 16
@@ -221,6 +232,7 @@ func validateHost(l *errList, r *rawHost) *hostSpec {
 		return nil
 	}
 	h := &hostSpec{cpus: r.CPUs}
+	validatePIDNamespace(l, r, h)
 	if r.CPUs < 0 || r.CPUs > maxCPUs {
 		l.add("host.cpus", "cpus %d must be between 1 and %d (or left out: unknown)", r.CPUs, maxCPUs)
 		h.cpus = 0

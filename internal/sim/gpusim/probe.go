@@ -184,6 +184,7 @@ func (f *Fleet) probeDevices() []simdriver.Device {
 			c.BF16TensorFLOPS *= smShare
 			c.UsedByOthers = func(t time.Time) uint64 { return md.memory(f.simSeconds(t)).Used }
 			c.Neighbour = d.probeNeighbour(md.idx)
+			c.Kernel = nil // NVML has no per-process samples in MIG mode
 			d.withProbeSafety(&c, md)
 			c.Context = d.probeContext(md.idx)
 			out = append(out, c)
@@ -220,5 +221,6 @@ func (d *device) probeDevice() simdriver.Device {
 	}
 	dev.Neighbour = d.probeNeighbour(-1)
 	dev.Context = d.probeContext(-1)
+	dev.Kernel = d.probeKernel
 	return dev
 }

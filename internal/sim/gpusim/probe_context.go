@@ -2,7 +2,8 @@ package gpusim
 
 import (
 	"math"
-	"os"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 // The probe's own CUDA context in NVML. A real driver lists every process
 // holding a context, the prober's included: while the simulated CUDA driver
 // (ProbeDriver) holds a context on a device, NVML's compute process list of
-// that GPU shows this process (os.Getpid(): the probe runs in the process
-// that simulates the fleet) with probeContextMiB of memory, and its
-// utilisation samples show it busy with the probe's share of the GPU. The
-// exporter must leave it out (collector: ProcessOptions.SelfPID).
+// that GPU shows this process (Fleet.SelfPID: os.Getpid() in the host's PID
+// namespace, another, host PID in a container: the probe runs in the
+// process that simulates the fleet) with probeContextMiB of memory, and,
+// while its kernels run, its utilisation samples show it busy with its
+// share of the GPU (procutil.go). The exporter must leave it out.
 
 // probeContextMiB is what NVML lists for the probe's context: about what a
 // CUDA 12 context holds on an H100 (its own memory, not its buffers).
@@ -82,19 +84,67 @@ func (d *device) probeProcess(t float64) (nvml.ProcessInfo, bool) {
 	if !ok {
 		return nvml.ProcessInfo{}, false
 	}
-	pi := nvml.ProcessInfo{Pid: uint32(os.Getpid()), UsedGpuMemory: probeContextMiB * mib, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}
+	pi := nvml.ProcessInfo{Pid: d.f.SelfPID(), UsedGpuMemory: probeContextMiB * mib, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}
 	if inst >= 0 && inst < len(d.migDevices) {
 		pi.GpuInstanceId, pi.ComputeInstanceId = uint32(d.migDevices[inst].giID), 0
 	}
 	return pi, true
 }
 
-// probeSample is the probe's utilisation sample at sim time st (the share
-// of the GPU its kernels get), if its context exists then.
-func (d *device) probeSample(st float64, ts uint64) (nvml.ProcessUtilizationSample, bool) {
-	if _, ok := d.probeContextAt(st); !ok {
-		return nvml.ProcessUtilizationSample{}, false
+// Bounds of the kernel spans a device remembers: those ending at most
+// probeKernelHorizon sim seconds before the latest (well beyond the
+// driver's sample buffer, procSampleWindow), at most probeKernelKeep.
+const (
+	probeKernelHorizon = 60.0
+	probeKernelKeep    = 4096
+)
+
+// span is [from, to) in sim seconds.
+type span struct{ from, to float64 }
+
+// spanLog is the time the probe's kernels run on a whole GPU, as disjoint
+// spans sorted by time; the simulated driver writes it (Device.Kernel, on
+// the probe's thread), NVML reads it. Back-to-back kernels merge into one
+// span.
+type spanLog struct {
+	mu    sync.Mutex
+	spans []span
+}
+
+// add records a kernel's run [from, to), merged with the spans it touches.
+func (l *spanLog) add(from, to float64) {
+	if !(to > from) {
+		return
 	}
-	share, _ := d.probeNeighbour(-1)(d.f.wallTime(st))
-	return nvml.ProcessUtilizationSample{Pid: uint32(os.Getpid()), TimeStamp: ts, SmUtil: uint32(math.Round(100 * (1 - share)))}, true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= from })
+	j := i
+	for j < len(l.spans) && l.spans[j].from <= to {
+		from, to = math.Min(from, l.spans[j].from), math.Max(to, l.spans[j].to)
+		j++
+	}
+	l.spans = slices.Replace(l.spans, i, j, span{from, to})
+	latest := l.spans[len(l.spans)-1].to
+	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-probeKernelHorizon })
+	drop = max(drop, len(l.spans)-probeKernelKeep)
+	if drop > 0 {
+		l.spans = append(l.spans[:0], l.spans[drop:]...)
+	}
+}
+
+// within appends to out the parts of the spans inside [a, b).
+func (l *spanLog) within(a, b float64, out []span) []span {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to > a })
+	for ; i < len(l.spans) && l.spans[i].from < b; i++ {
+		out = append(out, span{math.Max(a, l.spans[i].from), math.Min(b, l.spans[i].to)})
+	}
+	return out
+}
+
+// probeKernel is the simulated CUDA device's Kernel hook for the whole GPU.
+func (d *device) probeKernel(from, to time.Time) {
+	d.probeKernels.add(d.f.simSeconds(from), d.f.simSeconds(to))
 }

@@ -94,7 +94,7 @@ func TestValidateScenario(t *testing.T) {
 
 // TestProbeTenantsShare: by default the probe takes turns with the tenants
 // that have SM activity (idle or stopped ones take nothing, a light one no
-// more than its utilisation, MPS clients nothing), composed with an
+// more than its utilisation, MPS clients through their server's context), composed with an
 // invisible neighbour; per MIG instance, only that instance's tenants
 // count; a GPU busy with nobody listed takes its busy share.
 func TestProbeTenantsShare(t *testing.T) {
@@ -152,7 +152,10 @@ tenants:
 		{4, 0, 0.2, 2 * time.Millisecond},                    // light takes its 20 %
 		// light 20 %, probe and heavy 40 % each.
 		{4, 15 * time.Second, 0.6, 2 * time.Millisecond},
-		{4, 25 * time.Second, 0.6, 2 * time.Millisecond}, // the MPS client takes nothing
+		// The MPS client's work runs in the MPS server's context, which
+		// takes turns with the probe's like any other: light 20 %, the
+		// probe, heavy and the server a third of the rest each.
+		{4, 25 * time.Second, 1 - 0.8/3, 2 * time.Millisecond},
 		// Busy with nobody listed: an unnamed context.
 		{5, 0, 0.3, 2 * time.Millisecond},
 		{6, 0, 0.5, 2 * time.Millisecond},

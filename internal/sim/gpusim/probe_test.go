@@ -108,11 +108,12 @@ func TestProbeRentedScenarios(t *testing.T) {
 		at       time.Duration
 		want     figures
 	}{
-		{"rented-dedicated", 0, figures{h2d: 1, total: full}},
+		// At 1 s: NVML's first samples end at 1/6 s.
+		{"rented-dedicated", time.Second, figures{h2d: 1, total: full}},
 		{"rented-dedicated", 4 * time.Minute, figures{h2d: 1, total: full}},
 		// Inside the neighbour's window it takes half the GPU; copies over
 		// PCIe are not time-sliced.
-		{"rented-timesliced", 0, figures{h2d: 1, neighbour: 0.5, total: full, used: 4096 * mib}},
+		{"rented-timesliced", time.Second, figures{h2d: 1, neighbour: 0.5, total: full, used: 4096 * mib}},
 		{"rented-timesliced", 4 * time.Minute, figures{h2d: 1, total: full, used: 4096 * mib}},
 		{"rented-timesliced", 6 * time.Minute, figures{h2d: 1, neighbour: 0.5, total: full, used: 4096 * mib}},
 		{"rented-throttled", time.Minute, figures{h2d: 0.5904, throttle: 0.5904, total: full, used: 40960 * mib}},
@@ -245,7 +246,7 @@ func TestProbeDeviceFunctions(t *testing.T) {
 	for _, tc := range []struct {
 		at        time.Duration
 		neighbour float64
-	}{{0, 0}, {119 * time.Second, 0}, {2 * time.Minute, 0.5}, {6 * time.Minute, 0.5}, {7 * time.Minute, 0}, {12*time.Minute + time.Second, 0.5}} {
+	}{{time.Second, 0}, {119 * time.Second, 0}, {2 * time.Minute, 0.5}, {6 * time.Minute, 0.5}, {7 * time.Minute, 0}, {12*time.Minute + time.Second, 0.5}} {
 		clk.Set(tc.at)
 		samples, r := handle(t, lib, 1).GetProcessUtilization(0)
 		if r != nvml.SUCCESS {

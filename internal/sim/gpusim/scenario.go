@@ -88,6 +88,7 @@ type deviceSpec struct {
 	tenants        []*tenantSpec
 	hostView
 	probe probeSpec
+	nvml  nvmlSpec // the per-process calls' behaviour (nvmlsettings.go)
 	// price is USD per GPU-hour (price_usd_per_hour); hasPrice false: none.
 	price    float64
 	hasPrice bool
@@ -171,6 +172,7 @@ type rawGroup struct {
 	PcieLink           *rawPcieLink   `yaml:"pcie_link"`
 	EccMode            *bool          `yaml:"ecc_mode"`
 	Probe              *rawProbe      `yaml:"probe"`
+	NVML               *rawNVML       `yaml:"nvml"`
 	PriceUSDPerHour    *float64       `yaml:"price_usd_per_hour"`
 }
 
@@ -762,6 +764,7 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		}
 		validateHostView(l, gp, g, m, &base)
 		base.probe = validateProbe(l, gp+".probe", g.Probe)
+		base.nvml = validateNVML(l, gp+".nvml", g.NVML)
 		if g.PriceUSDPerHour != nil {
 			if v := *g.PriceUSDPerHour; !finite(v) || v < 0 || v > maxPricePerHour {
 				l.add(gp+".price_usd_per_hour", "price %v USD per GPU-hour must be between 0 and %d", v, maxPricePerHour)
@@ -894,6 +897,13 @@ func validate(r *rawScenario, l *errList) *Scenario {
 	}
 	validateTenants(l, r.Tenants, sc)
 	sc.host = validateHost(l, r.Host)
+	if sc.host != nil && sc.host.selfHostPID != 0 {
+		for i, ts := range sc.tenants {
+			if ts.pid == sc.host.selfHostPID {
+				l.add("host.self_host_pid", "self_host_pid %d is tenants[%d]'s pid", ts.pid, i)
+			}
+		}
+	}
 	return sc
 }
 

@@ -3,6 +3,7 @@ package gpusim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -29,11 +30,14 @@ type rawTenant struct {
 	Host *rawTenantHost `yaml:"host"`
 }
 
-// Process types as the scenario names them.
+// Process types as the scenario names them. ProcessMPS is an MPS client,
+// ProcessMPSServer the MPS server's own process (nvidia-cuda-mps-server),
+// whose context runs its clients' work.
 const (
-	ProcessCompute  = "compute"
-	ProcessGraphics = "graphics"
-	ProcessMPS      = "mps"
+	ProcessCompute   = "compute"
+	ProcessGraphics  = "graphics"
+	ProcessMPS       = "mps"
+	ProcessMPSServer = "mps-server"
 )
 
 // tenantSpec is a validated process running on one GPU (or MIG instance).
@@ -104,7 +108,7 @@ func (ts *tenantSpec) at(t float64, key uint64) sample {
 	return s
 }
 
-var tenantTypes = map[string]bool{ProcessCompute: true, ProcessGraphics: true, ProcessMPS: true}
+var tenantTypes = map[string]bool{ProcessCompute: true, ProcessGraphics: true, ProcessMPS: true, ProcessMPSServer: true}
 
 func validateTenants(l *errList, raws []rawTenant, sc *Scenario) {
 	names := map[string]int{}
@@ -126,7 +130,10 @@ func validateTenants(l *errList, raws []rawTenant, sc *Scenario) {
 			ts.kind = ProcessCompute
 		}
 		if !tenantTypes[ts.kind] {
-			l.add(p+".type", "unknown type %q (one of compute, graphics, mps)", r.Type)
+			l.add(p+".type", "unknown type %q (one of compute, graphics, mps, mps-server)", r.Type)
+		}
+		if ts.kind == ProcessMPSServer && (r.SmUtil != nil || r.MemoryUtil != nil) {
+			l.add(p+".sm_util", "an mps-server's utilisation is its clients' (give the type: mps tenants sm_util and memory_util)")
 		}
 		var dev *deviceSpec
 		switch {
@@ -185,6 +192,14 @@ func validateTenants(l *errList, raws []rawTenant, sc *Scenario) {
 			}
 			if ts.memory != nil && math.Max(ts.memory.max, ts.memory.value) > capMiB {
 				l.add(p+".memory", "up to %g MiB does not fit in %g MiB", math.Max(ts.memory.max, ts.memory.value), capMiB)
+			}
+			if ts.kind == ProcessMPSServer {
+				for _, o := range dev.tenants {
+					if o.kind == ProcessMPSServer && o.migInstance == ts.migInstance {
+						l.add(p+".type", "gpu %d already has an mps-server (tenants[%d]): one MPS server per GPU or MIG instance", ts.gpu, slices.Index(sc.tenants, o))
+						break
+					}
+				}
 			}
 			dev.tenants = append(dev.tenants, ts)
 		}
@@ -267,14 +282,26 @@ func (f *Fleet) Processes() []Process {
 	return out
 }
 
+// listedIn is which process list shows tenants of each kind: the compute
+// list shows compute processes, the MPS server and, as recent drivers do
+// (nvidia-smi's type M+C), the MPS clients; the MPS list the clients.
+var listedIn = map[string][]string{
+	ProcessCompute:  {ProcessCompute, ProcessMPSServer, ProcessMPS},
+	ProcessGraphics: {ProcessGraphics},
+	ProcessMPS:      {ProcessMPS},
+}
+
 func (d *device) runningProcesses(call, kind string) ([]nvml.ProcessInfo, nvml.Return) {
 	t, r := d.enter(call)
 	if r != nvml.SUCCESS {
 		return nil, r
 	}
+	if d.spec.nvml.listNotFound {
+		return nil, nvml.ERROR_NOT_FOUND // nvml.running_processes: not_found
+	}
 	var out []nvml.ProcessInfo
 	for _, ts := range d.spec.tenants {
-		if ts.kind != kind {
+		if !slices.Contains(listedIn[kind], ts.kind) {
 			continue
 		}
 		s := ts.at(t, d.key)
@@ -306,51 +333,4 @@ func (d *device) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
 
 func (d *device) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
 	return d.runningProcesses("GetMPSComputeRunningProcesses", ProcessMPS)
-}
-
-// Process utilisation samples: one per running tenant every 200 ms of sim
-// time, kept for the last 10 s like the driver's buffer.
-const (
-	procSamplePeriod = 0.2
-	procSampleWindow = 10.0
-)
-
-// GetProcessUtilization returns the samples newer than lastSeen (µs since
-// the Unix epoch, wall time = Start + sim time / Speed), oldest first; ERROR_NOT_FOUND
-// when there are none, as the driver answers.
-func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-	t, r := d.enter("GetProcessUtilization")
-	if r != nvml.SUCCESS {
-		return nil, r
-	}
-	if d.migEnabled() {
-		return nil, nvml.ERROR_NOT_SUPPORTED // as on real GPUs in MIG mode
-	}
-	last := int64(math.Floor(t / procSamplePeriod))
-	first := max(0, last-int64(procSampleWindow/procSamplePeriod)+1)
-	var out []nvml.ProcessUtilizationSample
-	for k := first; k <= last; k++ {
-		st := float64(k) * procSamplePeriod
-		ts := uint64(d.f.wallMicros(st))
-		if ts <= lastSeen {
-			continue
-		}
-		for _, tn := range d.spec.tenants {
-			s := tn.at(st, d.key)
-			if !s.active {
-				continue
-			}
-			out = append(out, nvml.ProcessUtilizationSample{
-				Pid: s.pid, TimeStamp: ts,
-				SmUtil: uint32(math.Round(s.sm)), MemUtil: uint32(math.Round(s.mem)),
-			})
-		}
-		if s, ok := d.probeSample(st, ts); ok {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return nil, nvml.ERROR_NOT_FOUND
-	}
-	return out, nvml.SUCCESS
 }

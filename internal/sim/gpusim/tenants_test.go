@@ -84,17 +84,17 @@ func TestProcessUtilizationSamples(t *testing.T) {
 	d := handle(t, lib, 0)
 	clk.Set(3*time.Minute + 50*time.Millisecond)
 	samples, r := d.GetProcessUtilization(0)
-	// 10 s window at 200 ms: 50 sample times x 2 running tenants.
-	if r != nvml.SUCCESS || len(samples) != 100 {
-		t.Fatalf("GetProcessUtilization(0) = %d samples, %v; want 100", len(samples), r)
+	// 10 s kept, one sample per 1/6 s period: 60 periods x 2 busy tenants.
+	if r != nvml.SUCCESS || len(samples) != 120 {
+		t.Fatalf("GetProcessUtilization(0) = %d samples, %v; want 120", len(samples), r)
 	}
 	startUs := uint64(epoch.UnixMicro())
 	last := samples[len(samples)-1]
 	if want := startUs + 180_000_000; last.TimeStamp != want {
-		t.Errorf("newest timestamp %d; want %d (start + 180 s)", last.TimeStamp, want)
+		t.Errorf("newest timestamp %d; want %d (start + 180 s, the end of its period)", last.TimeStamp, want)
 	}
-	if first := samples[0].TimeStamp; first != startUs+170_200_000 {
-		t.Errorf("oldest timestamp %d; want start + 170.2 s", first)
+	if first := samples[0].TimeStamp; first != startUs+170_166_667 {
+		t.Errorf("oldest timestamp %d; want start + 170.166667 s", first)
 	}
 	for _, s := range samples {
 		if s.Pid == 5151 && (s.SmUtil < 60 || s.SmUtil > 80 || s.MemUtil != 55) {
@@ -104,8 +104,8 @@ func TestProcessUtilizationSamples(t *testing.T) {
 	// Only samples strictly newer than lastSeen come back.
 	clk.Set(3*time.Minute + 450*time.Millisecond)
 	newer, r := d.GetProcessUtilization(last.TimeStamp)
-	if r != nvml.SUCCESS || len(newer) != 4 || newer[0].TimeStamp != last.TimeStamp+200_000 || newer[3].TimeStamp != last.TimeStamp+400_000 {
-		t.Errorf("newer samples = %+v, %v; want 2 times x 2 tenants", newer, r)
+	if r != nvml.SUCCESS || len(newer) != 4 || newer[0].TimeStamp != last.TimeStamp+166_667 || newer[3].TimeStamp != last.TimeStamp+333_333 {
+		t.Errorf("newer samples = %+v, %v; want 2 periods x 2 tenants", newer, r)
 	}
 	if _, r := d.GetProcessUtilization(newer[3].TimeStamp); r != nvml.ERROR_NOT_FOUND {
 		t.Errorf("nothing newer: %v; want ERROR_NOT_FOUND", r)

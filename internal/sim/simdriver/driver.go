@@ -326,10 +326,10 @@ func (d *Driver) blocking(dur time.Duration) {
 	d.stream = d.vt
 }
 
-// enqueue queues a kernel launched now: the host pays a quarter of the
-// launch latency, the kernel starts a launch latency from now or after the
-// queued work, and runs for run(start).
-func (d *Driver) enqueue(latency time.Duration, run func(start time.Time) time.Time) {
+// enqueue queues a kernel launched now on dev: the host pays a quarter of
+// the launch latency, the kernel starts a launch latency from now or after
+// the queued work, and runs for run(start); dev's Kernel hears of the run.
+func (d *Driver) enqueue(dev *Device, latency time.Duration, run func(start time.Time) time.Time) {
 	now := d.clock()
 	start := now.Add(latency)
 	if d.stream.After(start) {
@@ -337,6 +337,9 @@ func (d *Driver) enqueue(latency time.Duration, run func(start time.Time) time.T
 	}
 	d.stream = run(start)
 	d.vt = now.Add(latency / 4)
+	if dev.Kernel != nil && d.stream.After(start) {
+		dev.Kernel(start, d.stream)
+	}
 }
 
 // jittered scales a duration by 1±jitter/2.

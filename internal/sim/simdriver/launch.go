@@ -68,7 +68,7 @@ func (d *Driver) LaunchKernel(f gpuprobe.Function, grid, block gpuprobe.Dim3, sh
 	var work, rate float64 // FLOP or bytes, per second
 	switch name {
 	case gpuprobe.KernelNoop:
-		d.enqueue(latency, func(start time.Time) time.Time { return start })
+		d.enqueue(dev, latency, func(start time.Time) time.Time { return start })
 		return nil
 	case gpuprobe.KernelCopy:
 		dst, src, n16 := args[0], args[1], args[2]
@@ -113,7 +113,7 @@ func (d *Driver) LaunchKernel(f gpuprobe.Function, grid, block gpuprobe.Dim3, sh
 			res = defaultTimerResolution
 		}
 		var raw []byte
-		d.enqueue(latency, func(start time.Time) (end time.Time) {
+		d.enqueue(dev, latency, func(start time.Time) (end time.Time) {
 			raw, end = simulateStolen(stolenRun{
 				start:      start,
 				window:     time.Duration(window),
@@ -134,7 +134,7 @@ func (d *Driver) LaunchKernel(f gpuprobe.Function, grid, block gpuprobe.Dim3, sh
 	if rate <= 0 {
 		return cudaError(CallLaunchKernel, errNoBinaryForGPU, fmt.Sprintf("the simulated device has no figure for %s", name))
 	}
-	d.enqueue(latency, func(start time.Time) time.Time {
+	d.enqueue(dev, latency, func(start time.Time) time.Time {
 		share, _ := neighbour(dev, start)
 		run := work / (rate * d.slowdown(dev, start)) * 1e9 / (1 - share)
 		return start.Add(d.jittered(time.Duration(run)))

@@ -64,6 +64,13 @@ type Device struct {
 	// lists the process holding it in NVML meanwhile, as a real driver
 	// does. It must not call the Driver.
 	Context func(open bool, at time.Time)
+	// Kernel, when set, is told each kernel's run on the device, from the
+	// time it starts to the time it ends on the driver's virtual clock
+	// (launch latency and the queue before it excluded; an empty kernel,
+	// which takes no time, is not reported): a simulated fleet shows our
+	// context busy then, time-sliced with the other busy contexts, as the
+	// driver's per-process utilisation does. It must not call the Driver.
+	Kernel func(start, end time.Time)
 }
 
 // Options configure a Driver.

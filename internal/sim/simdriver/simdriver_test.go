@@ -639,3 +639,49 @@ func TestEventWaitSpinsUnlessBlocking(t *testing.T) {
 	_, err := f.d.EventCreate(0x4) // CU_EVENT_INTERPROCESS needs DISABLE_TIMING; not one the probe uses
 	wantCode(t, "an unknown event flag", err, errInvalidValue)
 }
+
+// TestKernelSpans: the device's Kernel hook hears of each kernel's run on
+// the stream, from its start (a launch latency after the call, or when the
+// queued work ends) to its end, stretched by a neighbour's share; an empty
+// kernel takes no time and is not reported.
+func TestKernelSpans(t *testing.T) {
+	t.Parallel()
+	type span struct{ from, to time.Time }
+	var mu sync.Mutex
+	var spans []span
+	dev := testDevice()
+	dev.Kernel = func(from, to time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		spans = append(spans, span{from, to})
+	}
+	dev.Neighbour = func(time.Time) (float64, time.Duration) { return 0.5, time.Millisecond }
+	f := newFixture(t, dev)
+	d := f.d
+	out := f.alloc(4096)
+	fma := func() {
+		f.must(d.LaunchKernel(f.fn[gpuprobe.KernelFMA], gpuprobe.Dim3{X: 4, Y: 1, Z: 1}, gpuprobe.Dim3{X: 256, Y: 1, Z: 1}, 0, uint64(out), 1000))
+	}
+	// 16.384 µs of work (TestClockAndStream) at half the GPU.
+	run := 2 * 16384 * time.Nanosecond
+	t0 := d.Now()
+	fma()
+	fma()
+	f.must(d.LaunchKernel(f.fn[gpuprobe.KernelNoop], gpuprobe.Dim3{X: 1, Y: 1, Z: 1}, gpuprobe.Dim3{X: 1, Y: 1, Z: 1}, 0))
+	f.must(d.CtxSynchronize())
+	end := d.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spans) != 2 {
+		t.Fatalf("%d kernel spans %v; want the two FMA runs (the empty kernel takes no time)", len(spans), spans)
+	}
+	near(t, "first kernel's start", spans[0].from.Sub(t0), 10*time.Microsecond, 0.01)
+	near(t, "first kernel's run", spans[0].to.Sub(spans[0].from), run, 0.01)
+	if !spans[1].from.Equal(spans[0].to) {
+		t.Errorf("second kernel starts at %s; want when the first ends, %s", spans[1].from, spans[0].to)
+	}
+	near(t, "second kernel's run", spans[1].to.Sub(spans[1].from), run, 0.01)
+	if spans[1].to.After(end) {
+		t.Errorf("the last kernel ends at %s, after the synchronize returned at %s", spans[1].to, end)
+	}
+}
