@@ -54,6 +54,11 @@ type utilCycle struct {
 	contended float64 // the part of busy during which ≥ 2 processes had SM activity
 }
 
+// periodJitter: gaps up to period + period/periodJitter between two samples
+// of a process are one sample period (its timestamps' jitter), not a gap
+// in its activity.
+const periodJitter = 100
+
 // interval is the part of a process's timeline one sample covers.
 type interval struct {
 	pid        uint32
@@ -104,8 +109,12 @@ func (tl *utilTimeline) add(samples []nvml.ProcessUtilizationSample, since uint6
 		} else if p, ok := tl.prev[s.Pid]; ok {
 			start = p
 		}
-		if tl.period > 0 && s.TimeStamp > tl.period {
-			// A sample covers at most one period, even after a gap.
+		if tl.period > 0 && s.TimeStamp > tl.period && s.TimeStamp-start > tl.period+tl.period/periodJitter {
+			// A sample covers at most one period, even after a gap; a gap
+			// within the timestamps' jitter of the period is one period
+			// (whole-µs stamps of a 1/6 s period are 166666 or 166667 µs
+			// apart: the smallest gap would leave 1 µs of every other
+			// period uncovered).
 			start = max(start, s.TimeStamp-tl.period)
 		} else if tl.period == 0 && tl.maxCover > 0 && s.TimeStamp > tl.maxCover {
 			start = max(start, s.TimeStamp-tl.maxCover)

@@ -199,3 +199,25 @@ func TestUtilTimelineOversubscribedSharesSumToOne(t *testing.T) {
 		t.Errorf("shares sum to %v > 1", s1+s2)
 	}
 }
+
+// Whole-µs timestamps of a 1/6 s sample period are 166666 or 166667 µs
+// apart: a busy process's samples cover every µs of the span (the smallest
+// gap as the period left 1 µs of every other period out), and a real gap
+// (a period without a sample: idle) is still not covered.
+func TestUtilTimelineJitteredPeriod(t *testing.T) {
+	t.Parallel()
+	var tl utilTimeline
+	var samples []nvml.ProcessUtilizationSample
+	for k := uint64(1); k <= 12; k++ {
+		samples = append(samples, nvml.ProcessUtilizationSample{Pid: 7, TimeStamp: t0 + k*1_000_000/6, SmUtil: 100})
+	}
+	c := tl.add(samples, t0)
+	if got, want := c.pids[7].covered, 2.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("12 samples 1/6 s apart cover %.6f s, want %.6f", got, want)
+	}
+	// Two periods without a sample (idle), then one: it covers one period.
+	c = tl.add([]nvml.ProcessUtilizationSample{{Pid: 7, TimeStamp: t0 + 15*1_000_000/6, SmUtil: 100}}, t0+2_000_000)
+	if got, want := c.pids[7].covered, 0.166666; math.Abs(got-want) > 2e-6 {
+		t.Errorf("a sample after two idle periods covers %.6f s, want one period (%.6f)", got, want)
+	}
+}

@@ -30,8 +30,9 @@ type nvmlSpec struct {
 }
 
 // The driver's process utilisation sample period: about 1/6 s on the
-// drivers documented (nvml-cuda-semantics), longer on some; NVML does not
-// fix it.
+// drivers documented, longer on some; NVML does not fix it. The default is
+// 1/6 s exactly, so that six periods end on every whole second of sim
+// time; their µs timestamps are then 166666 or 166667 µs apart.
 const (
 	defaultSamplePeriod = 1.0 / 6
 	minSamplePeriod     = 10 * time.Millisecond

@@ -9,7 +9,7 @@ import (
 )
 
 // Per-process utilisation samples as the driver gives them
-// (nvmlDeviceGetProcessUtilization; ../shared notes nvml-cuda-semantics):
+// (nvmlDeviceGetProcessUtilization, as NVML's API reference documents it):
 //
 //   - the driver samples every period (the device group's
 //     nvml.process_sample_period, about 1/6 s by default): period k covers
@@ -38,7 +38,7 @@ import (
 // edges, the neighbour's windows, the probe's kernel spans) and midpoint
 // sums of procIntegrationStep between them.
 const (
-	procSampleWindow    = 10.0  // sim seconds of samples the driver keeps
+	procSampleWindow    = 10.0  // sim seconds of samples the driver keeps (rounded to whole periods)
 	procIntegrationStep = 0.005 // sim seconds
 )
 
@@ -55,7 +55,7 @@ func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizati
 	}
 	p := d.spec.nvml.samplePeriod
 	last := int64(math.Floor(t/p + 1e-9))
-	first := max(1, last-int64(math.Floor(procSampleWindow/p+1e-9))+1)
+	first := max(1, last-int64(math.Max(1, math.Round(procSampleWindow/p)))+1)
 	var out []nvml.ProcessUtilizationSample
 	var w periodWork
 	for k := first; k <= last; k++ {

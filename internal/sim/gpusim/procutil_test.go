@@ -61,8 +61,8 @@ tenants:
 		t.Errorf("before the first period ends: %+v, %v; want ERROR_NOT_FOUND", s, r)
 	}
 
-	const p = 1.0 / 6
-	clk.Set(12 * time.Second)
+	const p = defaultSamplePeriod
+	clk.Set(time.Duration(periodEnd(72, p)) * time.Microsecond)
 	samples, r := d0.GetProcessUtilization(0)
 	if r != nvml.SUCCESS {
 		t.Fatal(r)
@@ -106,7 +106,7 @@ tenants:
 		sum += float64(v) * p
 	}
 	// Gaps count as 0 %: over the 10 s kept, 90 % × 1/6.
-	if mean := sum / 10; math.Abs(mean-15) > 0.01 {
+	if mean := sum / (60 * p); math.Abs(mean-15) > 0.01 {
 		t.Errorf("bursty tenant's samples average %.3f %% over 10 s; want 15 (90 %% × 1/6)", mean)
 	}
 	// late runs [10.25 s, 11.1 s): half of the period ending at 10 1/3 s,
@@ -204,7 +204,7 @@ tenants:
 	if self != uint32(os.Getpid()) {
 		t.Errorf("SelfPID %d; want os.Getpid() %d in the host's PID namespace", self, os.Getpid())
 	}
-	const p = 1.0 / 6
+	const p = defaultSamplePeriod
 	seen := map[uint64]bool{}
 	for _, s := range samples {
 		end := float64(s.TimeStamp-uint64(epoch.UnixMicro())) / 1e6
@@ -348,8 +348,8 @@ tenants:
 	}
 	for _, s := range samples {
 		end := float64(s.TimeStamp-uint64(epoch.UnixMicro())) / 1e6
-		inside := end-1.0/6 >= k.from && end <= k.to
-		outside := end <= k.from || end-1.0/6 >= k.to
+		inside := end-defaultSamplePeriod >= k.from && end <= k.to
+		outside := end <= k.from || end-defaultSamplePeriod >= k.to
 		var want uint32
 		switch {
 		case s.Pid == 900:

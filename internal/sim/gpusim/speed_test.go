@@ -20,7 +20,7 @@ func TestSpeed(t *testing.T) {
 	}
 	sc := mustParse(t, `
 devices:
-  - {model: h100-sxm5-80gb}
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
 tenants:
   - {name: late, gpu: 0, pid: 100, start: 10m, sm_util: 50, memory: 1024}
 `)
@@ -45,9 +45,9 @@ tenants:
 	if len(ps) != 1 || ps[0].Pid != 100 {
 		t.Fatalf("at sim 11 min: processes %+v; want pid 100", ps)
 	}
-	// Samples every 1/6 s of sim time (the default sample period), stamped
-	// with the clock's time at the end of their period: the newest, ending
-	// at sim 660 s, is at 11 s of the clock.
+	// Samples every 1 s of sim time (the scenario's sample period),
+	// stamped with the clock's time at the end of their period: the
+	// newest, ending at sim 660 s, is at 11 s of the clock.
 	samples, r := d.GetProcessUtilization(0)
 	if r != nvml.SUCCESS || len(samples) == 0 {
 		t.Fatalf("GetProcessUtilization = %d samples, %v", len(samples), r)
@@ -56,8 +56,8 @@ tenants:
 	if want := uint64(epoch.Add(11 * time.Second).UnixMicro()); last.TimeStamp != want || last.SmUtil != 50 {
 		t.Errorf("newest sample %+v; want time stamp %d (the clock at sim 660 s), 50 %% SM", last, want)
 	}
-	if step := samples[len(samples)-1].TimeStamp - samples[len(samples)-2].TimeStamp; step != 166_667/60 && step != 166_667/60+1 {
-		t.Errorf("samples %d µs apart on the clock; want 1/6 s of sim time / 60", step)
+	if step := samples[len(samples)-1].TimeStamp - samples[len(samples)-2].TimeStamp; step != 1_000_000/60 && step != 1_000_000/60+1 {
+		t.Errorf("samples %d µs apart on the clock; want 1 s of sim time / 60", step)
 	}
 }
 

@@ -234,7 +234,7 @@ type Process struct {
 	PID               uint32
 	Name              string // executable name
 	Tenant            string // scenario tenant name
-	Type              string // compute, graphics or mps
+	Type              string // compute, graphics, mps or mps-server
 	Container         string
 	Pod               string
 	Namespace         string

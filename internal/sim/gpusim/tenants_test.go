@@ -94,7 +94,7 @@ func TestProcessUtilizationSamples(t *testing.T) {
 		t.Errorf("newest timestamp %d; want %d (start + 180 s, the end of its period)", last.TimeStamp, want)
 	}
 	if first := samples[0].TimeStamp; first != startUs+170_166_667 {
-		t.Errorf("oldest timestamp %d; want start + 170.166667 s", first)
+		t.Errorf("oldest timestamp %d; want start + 170.166667 s (the end of the oldest period kept)", first)
 	}
 	for _, s := range samples {
 		if s.Pid == 5151 && (s.SmUtil < 60 || s.SmUtil > 80 || s.MemUtil != 55) {
