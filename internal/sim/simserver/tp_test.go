@@ -113,7 +113,7 @@ func TestGPUTieReadsEveryGPU(t *testing.T) {
 	}
 	want := []reading{
 		{util: 0.7, probeEnd: float64(end.UnixNano()) / 1e9, probeGPUTime: 0.25}, // GPU 0: 5151 is the neighbour
-		{util: 0},                                                                // GPU 1: 7000 is the server's
+		{util: 0}, // GPU 1: 7000 is the server's
 	}
 	if len(rds) != len(want) {
 		t.Fatalf("readings %+v, want %+v", rds, want)
