@@ -75,7 +75,7 @@ func newMetrics(model string) *metrics {
 	m.slowdown = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_slowdown_ratio",
 		Help: "Factor the simulated GPU's step and token delays are stretched by: 1 alone on the GPU, 1 + the neighbours' SM utilisation when tied to a GPU (--sim.gpu.exporter-url), 1 more while the exporter's probe holds it."})
 	m.neighbourUtil = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_neighbour_sm_utilization_ratio",
-		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied)."})
+		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied; tied to several GPUs, the highest GPU's)."})
 	m.gpuReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_gpu_reads_total",
 		Help: "Reads of the exporter's view of the tied GPU, by result (ok, error)."}, []string{"result"})
 	m.gpuReadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_last_read_success_timestamp_seconds",
