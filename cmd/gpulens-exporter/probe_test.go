@@ -121,7 +121,7 @@ func TestProbeWithoutLibcuda(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := probeFlags{enabled: true, interval: time.Minute, budget: 250 * time.Millisecond, stolenWindow: 100 * time.Millisecond,
-		maxMemory: 256 << 20, cudaLibrary: t.TempDir() + "/libcuda.so.1"}
+		maxMemory: 256 << 20, cudaLibrary: t.TempDir() + "/libcuda.so.1", schedule: collector.ProbeSequential}
 	cfg, err := f.config()
 	if err != nil {
 		t.Fatal(err)
