@@ -32,7 +32,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim
+.PHONY: all build tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
 
 all: build
 
@@ -186,6 +186,14 @@ real-gpu-validate:
 # of make test.
 real-gpu-validate-sim: $(BUILD_FIRST)
 	@GPULENS_BIN=$(abspath $(BIN)) VALIDATE_OUT=$(abspath $(SCRATCH))/real-gpu-validate-sim bash scripts/real-gpu-validate.sh --sim
+
+# What the exporter's continuous probe costs a latency-sensitive tenant on
+# the simulator: probe off, every 30 s on one GPU, and a tensor-parallel
+# tenant over 8 GPUs probed one after another or together; the 5-minute
+# default derived (docs/benchmarks.md). About 14 minutes; not part of make
+# test. PROBE_COST_DURATION, _RATE, _SEED, _INTERVAL, _ARMS override.
+probe-tenant-cost: build
+	@GPULENS_BIN=$(abspath $(BIN)) PROBE_COST_OUT=$(abspath $(SCRATCH))/probe-tenant-cost bash scripts/probe-tenant-cost.sh
 
 # Assembles the probe's PTX kernels with NVIDIA's ptxas (sm_70/80/90) and
 # tests the libcuda binding against the real driver library, both fetched

@@ -83,7 +83,7 @@ func timeTicker(d time.Duration) (<-chan time.Time, func()) {
 // ProbeOptions configures the continuous probe.
 type ProbeOptions struct {
 	// Interval between the starts of two runs, on average; a run probes
-	// every CUDA device in turn.
+	// every CUDA device, in turn or together (Schedule).
 	Interval time.Duration
 	// Jitter spreads the runs: each start is Interval × (1 + Jitter × u)
 	// after the one before, u uniform in [-1, 1), so that a tenant whose
@@ -94,6 +94,10 @@ type ProbeOptions struct {
 	// Rand draws the u of Jitter, uniform in [0, 1) (mapped to [-1, 1));
 	// nil: math/rand/v2's Float64. Tests inject a seeded source.
 	Rand func() float64
+	// Schedule is how a run takes the devices: ProbeSequential (""
+	// included) one after another, ProbeTogether all at once
+	// (probe_schedule.go).
+	Schedule string
 	// Config bounds each device's probe.
 	Config gpuprobe.Config
 	// Timeout is one device's deadline, and that of listing the devices.
@@ -200,6 +204,9 @@ type probeDevice struct {
 	failing         bool
 	seen            bool // succeeded at least once (first success is logged)
 	warned          bool // an unmatched device was logged
+	// busy guards this device's prober calls when devices are probed
+	// together (ProbeCollector.guard).
+	busy atomic.Bool
 }
 
 type probeErrKey struct{ measurement, err string }
@@ -217,6 +224,9 @@ func NewProbeCollector(open OpenProber, dir GPUDirectory, opts ProbeOptions) (*P
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("probe configuration: %w", err)
+	}
+	if err := validSchedule(opts.Schedule); err != nil {
+		return nil, err
 	}
 	p := &ProbeCollector{
 		open: open, dir: dir, opts: opts,
@@ -374,14 +384,20 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 		}
 	}
 	var probed []*probeDevice
-	for _, d := range devs {
-		if ctx.Err() != nil {
+	if p.opts.Schedule == ProbeTogether {
+		if probed = p.probeTogether(ctx, devs, gpus); ctx.Err() != nil {
 			return
 		}
-		st := p.device(d, gpus)
-		p.probe(ctx, st, d)
-		p.publish()
-		probed = append(probed, st)
+	} else {
+		for _, d := range devs {
+			if ctx.Err() != nil {
+				return
+			}
+			st := p.device(d, gpus)
+			p.probe(ctx, st, d)
+			p.publish()
+			probed = append(probed, st)
+		}
 	}
 	p.explain(ctx, probed)
 }
@@ -538,7 +554,7 @@ func matchGPU(d gpuprobe.DeviceInfo, gpus []GPUIdentity) (gpu, uuid string, ok b
 func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.DeviceInfo) {
 	cfg := p.configFor(d)
 	var res gpuprobe.Result
-	err := p.call(ctx, func(ctx context.Context) error {
+	err := p.callWith(ctx, p.guard(st), func(ctx context.Context) error {
 		var err error
 		res, err = p.prober.Probe(ctx, d.Ordinal, cfg)
 		return err
@@ -577,7 +593,7 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	}
 	r := res
 	st.result = &r
-	st.lastOK = p.now()
+	st.lastOK = p.finished(res)
 	if st.failing {
 		p.logger.Info("probe: device probe works again", "gpu", st.gpu, "uuid", st.uuid)
 	}
@@ -651,13 +667,22 @@ func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
 // answers ErrBusy while an abandoned driver call runs): it also bounds a
 // Prober that does not honour its context, and recovers its panics.
 func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error) error {
-	if !p.busy.CompareAndSwap(false, true) {
+	return p.callWith(ctx, &p.busy, f)
+}
+
+// callWith is call guarded by busy: p.busy, or one device's own flag when
+// devices are probed together (guard), so that at most one call per device
+// is ever stuck.
+func (p *ProbeCollector) callWith(ctx context.Context, busy *atomic.Bool, f func(context.Context) error) error {
+	if !busy.CompareAndSwap(false, true) {
 		return gpuprobe.ErrBusy
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	done := make(chan error, 1)
 	finished := make(chan struct{})
-	p.lastCall = finished
+	if busy == &p.busy {
+		p.lastCall = finished
+	}
 	go func() {
 		defer cancel()
 		var err error
@@ -665,7 +690,7 @@ func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: %v", gpuprobe.ErrPanic, r)
 			}
-			p.busy.Store(false)
+			busy.Store(false)
 			close(finished)
 			done <- err
 		}()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ type probeFlags struct {
 	stolenWindow time.Duration
 	maxMemory    uint64
 	cudaLibrary  string
+	schedule     string
 }
 
 func addProbeFlags(app *kingpin.Application, f *probeFlags) {
@@ -43,6 +45,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
 	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 4 windows of a quarter each spread over the run; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
 	app.Flag("collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).").Default("2GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	app.Flag("collector.probe.schedule", "How a probe run takes the node's devices: sequential (one after another: a tenant spread over N GPUs, such as a tensor-parallel model, is slowed N times per run) or together (every device at once, each with its own budget: such a tenant is slowed once per run; the devices' host copies share the host's bandwidth).").Default(collector.ProbeSequential).StringVar(&f.schedule)
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
 
@@ -68,6 +71,8 @@ func (f *probeFlags) config() (gpuprobe.Config, error) {
 		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.max-memory must be at least 16MiB, got %s", formatBytes(f.maxMemory))
 	case strings.TrimSpace(f.cudaLibrary) == "":
 		return gpuprobe.Config{}, errors.New("--cuda.library must not be empty")
+	case !slices.Contains(collector.ProbeSchedules, f.schedule):
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.schedule must be one of %s, got %q", strings.Join(collector.ProbeSchedules, ", "), f.schedule)
 	}
 	cfg := gpuprobe.ExporterConfig()
 	cfg.GPUTimeBudget = f.budget
@@ -134,7 +139,7 @@ func formatBytes(n uint64) string {
 
 // newProbe builds the continuous probe over the CUDA driver prober opens
 // (the sources': libcuda or the simulated fleet's).
-func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) collector.OpenProber, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
+func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Options, together bool) collector.OpenProber, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
 	popts := gpuprobe.Options{Logger: logger}
 	// NVML's free memory (from the sampler's snapshot) before the probe
 	// creates a context, and the MIG instances CUDA does not show it.
@@ -145,10 +150,10 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(gpuprobe.Options) c
 		// PID it gains is the exporter's own as NVML reports it.
 		popts.Processes = func(d gpuprobe.DeviceInfo) ([]uint32, bool) { return nv.ProcessPIDs(d.UUID) }
 	}
-	open := prober(popts)
-	logger.Info("probe enabled", "interval", f.interval, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
+	open := prober(popts, f.schedule == collector.ProbeTogether)
+	logger.Info("probe enabled", "interval", f.interval, "schedule", f.schedule, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
-	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Config: cfg, Logger: logger, NVML: nv}
+	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Schedule: f.schedule, Config: cfg, Logger: logger, NVML: nv}
 	// The sampler keeps each GPU's per-process samples for the
 	// unexplained stolen time.
 	if s, ok := dir.(interface {

@@ -38,6 +38,7 @@ func TestProbeFlagsNameTheCulprit(t *testing.T) {
 		{"memory not a size", []string{"--collector.probe.max-memory=lots"}, []string{"--collector.probe.max-memory", `"lots" is not a byte size`}},
 		{"memory negative", []string{"--collector.probe.max-memory=-5MiB"}, []string{"--collector.probe.max-memory"}},
 		{"empty library", []string{"--cuda.library= "}, []string{"--cuda.library must not be empty"}},
+		{"unknown schedule", []string{"--collector.probe.schedule=parallel"}, []string{`--collector.probe.schedule must be one of sequential, together, got "parallel"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,12 +123,14 @@ func TestProbeWithoutLibcuda(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := probeFlags{enabled: true, interval: time.Minute, budget: 250 * time.Millisecond, stolenWindow: 100 * time.Millisecond,
-		maxMemory: 256 << 20, cudaLibrary: t.TempDir() + "/libcuda.so.1"}
+		maxMemory: 256 << 20, cudaLibrary: t.TempDir() + "/libcuda.so.1", schedule: collector.ProbeSequential}
 	cfg, err := f.config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newProbe(f, cfg, func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(f.cudaLibrary, popts) }, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
+	p, err := newProbe(f, cfg, func(popts gpuprobe.Options, together bool) collector.OpenProber {
+		return libcudaProber(f.cudaLibrary, popts, together)
+	}, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,10 @@ type sources struct {
 	// prices are the GPUs' own prices (a scenario's); nil: none. The
 	// --cost.* flags price over them.
 	prices collector.PriceSource
-	// prober opens the continuous probe over a CUDA driver.
-	prober func(gpuprobe.Options) collector.OpenProber
+	// prober opens the continuous probe over a CUDA driver; together: one
+	// whose probes of different devices may run at once
+	// (--collector.probe.schedule=together).
+	prober func(popts gpuprobe.Options, together bool) collector.OpenProber
 	// close releases them: the pod-resources refresh, then NVML.
 	close func()
 }
@@ -64,8 +66,10 @@ func realSources(ctx context.Context, o *options, logger *slog.Logger) (*sources
 		nvml:      lib,
 		processes: procs,
 		host:      collector.NewProcfsHost(o.attribution.procfs, nil),
-		prober:    func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(o.probe.cudaLibrary, popts) },
-		close:     func() { stop(); shutdown() },
+		prober: func(popts gpuprobe.Options, together bool) collector.OpenProber {
+			return libcudaProber(o.probe.cudaLibrary, popts, together)
+		},
+		close: func() { stop(); shutdown() },
 	}, nil
 }
 
@@ -90,9 +94,18 @@ func simSources(fleet *gpusim.Fleet, o *options, logger *slog.Logger) (*sources,
 			Usage: simUsage{fleet}, UsageInterval: o.interval,
 		},
 		host: simHost{fleet},
-		prober: func(popts gpuprobe.Options) collector.OpenProber {
+		prober: func(popts gpuprobe.Options, together bool) collector.OpenProber {
 			drv := fleet.ProbeDriver()
 			logger.Info("probe: simulated CUDA driver of the scenario (--cuda.library is not loaded)")
+			if together {
+				// A simulated driver keeps one current context and one
+				// stream: each device gets a driver of its own, whose
+				// virtual clock starts at the fleet's, as the devices of
+				// one node run side by side.
+				return func() (gpuprobe.Prober, func() error, error) {
+					return gpuprobe.NewPerDevice(drv, func(int) gpuprobe.Driver { return fleet.ProbeDriver() }, popts), nil, nil
+				}
+			}
 			return func() (gpuprobe.Prober, func() error, error) { return gpuprobe.New(drv, popts), nil, nil }
 		},
 		close: shutdown,
@@ -116,14 +129,21 @@ func initNVML(lib nvml.Interface, logger *slog.Logger) (shutdown func(), err err
 	}, nil
 }
 
-// libcudaProber opens the probe over libcuda at path.
-func libcudaProber(path string, popts gpuprobe.Options) collector.OpenProber {
+// libcudaProber opens the probe over libcuda at path; together: a probe per
+// device over the one library, so that devices may be probed at once.
+func libcudaProber(path string, popts gpuprobe.Options, together bool) collector.OpenProber {
 	return func() (gpuprobe.Prober, func() error, error) {
 		c, err := gpuprobe.Open(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--cuda.library %s: %w", path, err)
 		}
-		pr := gpuprobe.New(c, popts)
+		var pr interface {
+			gpuprobe.Prober
+			Wait(context.Context) error
+		} = gpuprobe.New(c, popts)
+		if together {
+			pr = gpuprobe.NewPerDevice(c, func(int) gpuprobe.Driver { return c }, popts)
+		}
 		closeFn := func() error {
 			// A driver call abandoned at its deadline may still run:
 			// unload the library only once it has returned.

@@ -66,7 +66,7 @@ func TestOpenSourcesSimulated(t *testing.T) {
 					t.Errorf("GPU 0 price %v %v, want the scenario's 3.5", usd, ok)
 				}
 			}
-			pr, closeFn, err := src.prober(gpuprobe.Options{})()
+			pr, closeFn, err := src.prober(gpuprobe.Options{}, false)()
 			if err != nil || pr == nil || closeFn != nil {
 				t.Errorf("probe opener: %v %v %v; want the simulated driver, nothing to unload", pr, closeFn != nil, err)
 			}

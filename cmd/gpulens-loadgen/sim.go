@@ -27,6 +27,7 @@ type simFlags struct {
 var gpuTieFlagNames = map[option.Name]string{
 	"ExporterURL": "--sim.gpu.exporter-url",
 	"GPU":         "--sim.gpu",
+	"PID":         "--sim.gpu.pid",
 	"Interval":    "--sim.gpu.poll-interval",
 	"StaleAfter":  "--sim.gpu.stale-after",
 }
@@ -62,8 +63,8 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.tokenizer", "How the simulated server counts prompt tokens: subword (a sub-word tokenizer, about 1.3 tokens per English word, plus a Llama-3-like chat template: 1 + 5 per message + 4 tokens; vLLM's POST /tokenize answers with the same count) or words (one token per word, no template).").Default(simserver.TokenizerSubword).EnumVar(&c.Tokenizer, simserver.TokenizerSubword, simserver.TokenizerWords)
 	g := &f.gpu
 	cmd.Flag("sim.gpu.exporter-url", "Tie the simulated GPU's speed to a GPU a gpulens exporter reports (its /metrics URL): every step takes 1 + the SM utilisation of the GPU's other processes times as long, so a neighbour joining shows as contention on the exporter and as latency here. Empty: alone on the GPU.").PlaceHolder("URL").StringVar(&g.ExporterURL)
-	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID.").Default("0").StringVar(&g.GPU)
-	cmd.Flag("sim.gpu.pid", "With --sim.gpu.exporter-url: the process on the GPU the server stands for (in a simulated fleet, the serving tenant it replaces), not counted as a neighbour.").PlaceHolder("PID").StringVar(&g.PID)
+	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID; several separated by commas (0,1,2,3) for a tensor-parallel server whose every step waits for the slowest of them.").Default("0").StringVar(&g.GPU)
+	cmd.Flag("sim.gpu.pid", "With --sim.gpu.exporter-url: the process on the GPU the server stands for (in a simulated fleet, the serving tenant it replaces), not counted as a neighbour; several separated by commas (one per GPU of a tensor-parallel server).").PlaceHolder("PID").StringVar(&g.PID)
 	cmd.Flag("sim.gpu.poll-interval", "With --sim.gpu.exporter-url: how often to read the exporter.").Default("2s").DurationVar(&g.Interval)
 	cmd.Flag("sim.gpu.stale-after", "With --sim.gpu.exporter-url: how long the last reading holds while the exporter cannot be read, before running as if alone.").Default("30s").DurationVar(&g.StaleAfter)
 	return f

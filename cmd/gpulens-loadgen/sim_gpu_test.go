@@ -50,6 +50,8 @@ func TestSimGPUTieErrors(t *testing.T) {
 		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:99999/metrics"}, `invalid GPU tie: --sim.gpu.exporter-url must be an http(s) URL, got "http://127.0.0.1:99999/metrics": port 99999 out of range 1-65535`},
 		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:1/metrics", "--sim.gpu.poll-interval=1ms", "--sim.gpu="},
 			"invalid GPU tie: --sim.gpu must name the GPU: its index or UUID\n--sim.gpu.poll-interval must be at least 100ms, got 1ms"},
+		{[]string{"--sim.gpu.exporter-url=http://127.0.0.1:1/metrics", "--sim.gpu=0,1,1", "--sim.gpu.pid=4200,"},
+			"invalid GPU tie: --sim.gpu must list GPUs by index or UUID, separated by commas, each once: \"1\" twice in \"0,1,1\"\n--sim.gpu.pid must list process ids separated by commas, each once: an empty entry in \"4200,\""},
 	} {
 		app := kingpin.New("t", "")
 		c := simCommand(app)

@@ -42,6 +42,11 @@ type request struct {
 	inStep     bool
 	lastToken  time.Time
 	cached     int // prompt tokens served by the prefix cache
+	// probeMark is the engine's probeSteps when the request arrived (less
+	// one when it arrived during a step the probe slowed); probeHit is set
+	// when a token delay of its (fixed mode) was stretched by the probe.
+	probeMark uint64
+	probeHit  bool
 
 	mu       sync.Mutex
 	times    []int64 // unix nanoseconds at which each token was produced
@@ -124,6 +129,10 @@ type engine struct {
 	inStep  bool
 	stepEnd time.Time
 	stepLen time.Duration
+	// probeSteps counts the steps that began while the tied GPU's probe
+	// slowed them (slowdown.probe); stepProbe: the current one did.
+	probeSteps uint64
+	stepProbe  bool
 
 	// slowdown stretches every step (batching) and token delay (fixed
 	// mode): the share of the GPU's time neighbours take (SetSlowdown). Nil
@@ -158,7 +167,20 @@ func newEngine(cfg *Config, m *metrics, queued *atomic.Int64) *engine {
 	return e
 }
 
-func (e *engine) enqueue(r *request) { e.waiting = append(e.waiting, r) }
+func (e *engine) enqueue(r *request) {
+	r.probeMark = e.probeSteps
+	if e.inStep && e.stepProbe && r.arrival.Before(e.stepEnd) {
+		r.probeMark-- // it waits for a step the probe slowed
+	}
+	e.waiting = append(e.waiting, r)
+}
+
+// probing says whether the tied GPU's probe slows what starts now.
+func (e *engine) probing() bool { return e.slowdown != nil && e.slowdown.probe.Load() }
+
+// probed says whether the probe slowed r so far: a step that ran while r
+// waited or ran, or one of its token delays (fixed mode).
+func (e *engine) probed(r *request) bool { return r.probeHit || e.probeSteps > r.probeMark }
 
 // admit moves waiting requests into the running set, in FIFO order, while
 // the batch and the KV cache have room. It returns how many it admitted.
@@ -183,6 +205,7 @@ func (e *engine) admit(now time.Time) int {
 		e.running = append(e.running, r)
 		n++
 		if e.fixed {
+			r.probeHit = r.probeHit || e.probing()
 			r.due = now.Add(jitter(r.rng, e.stretch(e.cfg.FixedTTFT), e.cfg.Jitter))
 			if r.stallAt == 0 {
 				r.due = r.due.Add(e.cfg.StallDuration)
@@ -215,6 +238,9 @@ func (e *engine) produce(r *request, now time.Time) bool {
 	r.produced++
 	done := r.produced >= r.target
 	e.metrics.token(r, now, done)
+	if e.probed(r) {
+		e.metrics.probed(r.produced == 1, done)
+	}
 	r.lastToken = now
 	r.mu.Lock()
 	r.times = append(r.times, now.UnixNano())
@@ -299,6 +325,9 @@ func (e *engine) advanceBatching(now time.Time) {
 		return
 	}
 	d := time.Duration(prefill)*e.cfg.PrefillPerToken + e.cfg.DecodeBase + time.Duration(batch)*e.cfg.DecodePerSeq
+	if e.stepProbe = e.probing(); e.stepProbe {
+		e.probeSteps++
+	}
 	e.stepLen = jitter(e.rng, e.stretch(d), e.cfg.Jitter)
 	e.stepEnd = stepStart.Add(e.stepLen)
 	e.inStep = true
@@ -316,6 +345,7 @@ func (e *engine) advanceFixed(now time.Time) {
 				removed = true
 				continue
 			}
+			r.probeHit = r.probeHit || e.probing()
 			itl := jitter(r.rng, e.stretch(e.cfg.FixedITL), e.cfg.Jitter)
 			// Keep the schedule drift-free when the scheduler woke a little
 			// late, but never burst tokens after falling a whole gap behind.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,13 @@ import (
 // than alone on the GPU.
 const MaxSlowdown = 10
 
-// slowdown is a float64 factor shared by the scheduler and SetSlowdown.
-type slowdown struct{ bits atomic.Uint64 }
+// slowdown is a float64 factor shared by the scheduler and SetSlowdown,
+// and whether the exporter's probe is part of it (the GPU tie sets it; the
+// engine counts the requests a probe slowed).
+type slowdown struct {
+	bits  atomic.Uint64
+	probe atomic.Bool
+}
 
 func (s *slowdown) get() float64  { return math.Float64frombits(s.bits.Load()) }
 func (s *slowdown) set(f float64) { s.bits.Store(math.Float64bits(f)) }
@@ -55,6 +61,10 @@ func (s *Server) Slowdown() float64 { return s.slowdown.get() }
 // the load generator as TTFT, ITL and (with a fixed number of users) fewer
 // requests per GPU-hour — on one time axis.
 //
+// Tied to several GPUs (GPU "0,1,2,3": a tensor-parallel model, each step
+// running on every GPU and waiting for the slowest), the slowdown is the
+// highest of the GPUs' factors.
+//
 // On a GPU in MIG mode only processes on the server's own GPU instance
 // count (MIG instances do not share SMs); the server's instance is that of
 // its own process (PID).
@@ -77,11 +87,15 @@ func (s *Server) Slowdown() float64 { return s.slowdown.get() }
 type GPUTie struct {
 	// ExporterURL is the exporter's metrics URL (http://host:9842/metrics).
 	ExporterURL string
-	// GPU is the GPU's index (the gpu label) or UUID (the uuid label).
+	// GPU is the GPU's index (the gpu label) or UUID (the uuid label), or
+	// several, separated by commas: a tensor-parallel server on each of
+	// them, whose steps wait for the slowest.
 	GPU string
 	// PID is the process on the GPU the server stands for (in a simulated
-	// fleet, the tenant whose place it takes): not a neighbour. Empty: every
-	// process on the GPU is a neighbour.
+	// fleet, the tenant whose place it takes): not a neighbour. Several,
+	// separated by commas: one per GPU of a tensor-parallel server, none of
+	// them a neighbour on any GPU. Empty: every process on the GPU is a
+	// neighbour.
 	PID string
 	// Interval is how often the exporter is read.
 	Interval time.Duration
@@ -102,6 +116,13 @@ func (g *GPUTie) Validate() error {
 	}
 	if g.GPU == "" {
 		errs = append(errs, option.Errorf("%s must name the GPU: its index or UUID", option.Name("GPU")))
+	} else if _, err := splitList(g.GPU); err != nil {
+		errs = append(errs, option.Errorf("%s must list GPUs by index or UUID, separated by commas, each once: %v", option.Name("GPU"), err))
+	}
+	if g.PID != "" {
+		if _, err := splitList(g.PID); err != nil {
+			errs = append(errs, option.Errorf("%s must list process ids separated by commas, each once: %v", option.Name("PID"), err))
+		}
 	}
 	if g.Interval < 100*time.Millisecond {
 		errs = append(errs, option.Errorf("%s must be at least 100ms, got %s", option.Name("Interval"), g.Interval))
@@ -127,51 +148,44 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 	if client == nil {
 		client = http.DefaultClient
 	}
+	gpus, _ := splitList(g.GPU)
 	var (
-		lastOK   time.Time
-		base     = 1.0 // 1 + the neighbours' utilisation
-		probe    probeSpan
-		probeEnd float64 // the last probe run seen (its end, Unix seconds)
-		first    = true  // no successful read yet
+		lastOK time.Time
+		state  = make(tieState, len(gpus))
+		first  = true // no successful read yet
 	)
+	state.alone()
 	failing := false
 	tick := time.NewTicker(g.Interval)
 	defer tick.Stop()
-	// edge fires at the probe span's next start or end.
+	// edge fires at a probe span's next start or end.
 	edge := time.NewTimer(time.Hour)
 	edge.Stop()
 	defer edge.Stop()
 	apply := func(now time.Time) {
-		f := base
-		if probe.covers(now) {
-			f++
-		}
+		f, probe, next, ok := state.factor(now)
+		s.slowdown.probe.Store(probe)
 		s.SetSlowdown(f)
 		edge.Stop()
-		switch {
-		case now.Before(probe.from):
-			edge.Reset(probe.from.Sub(now))
-		case now.Before(probe.to):
-			edge.Reset(probe.to.Sub(now))
+		if ok {
+			edge.Reset(next.Sub(now))
 		}
 	}
 	for {
-		rd, err := g.read(ctx, client)
+		rds, err := g.read(ctx, client)
 		now := time.Now()
 		switch {
 		case err == nil:
-			util := rd.util
 			s.metrics.gpuReads.WithLabelValues("ok").Inc()
 			s.metrics.gpuReadSuccess.Set(float64(now.UnixNano()) / 1e9)
+			util := 0.0
+			for i, rd := range rds {
+				util = max(util, rd.util)
+				if state[i].update(rd, first, now) {
+					s.metrics.probeSpans.Inc()
+				}
+			}
 			s.metrics.neighbourUtil.Set(util)
-			base = 1 + util
-			if sp, ok := newProbeSpan(rd.probeEnd, rd.probeGPUTime, probeEnd, first, now); ok {
-				probe = sp
-				s.metrics.probeSpans.Inc()
-			}
-			if rd.probeEnd > 0 {
-				probeEnd = rd.probeEnd
-			}
 			first = false
 			apply(now)
 			lastOK = now
@@ -190,7 +204,7 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 			if now.Sub(lastOK) > g.StaleAfter && s.Slowdown() != 1 {
 				logger.Warn("the tied GPU's reading is stale; running as if alone on the GPU", "gpu", g.GPU)
 				s.metrics.neighbourUtil.Set(0)
-				base = 1
+				state.alone()
 				apply(now)
 			}
 		}
@@ -205,6 +219,79 @@ func (g *GPUTie) Run(ctx context.Context, s *Server, logger *slog.Logger) error 
 			}
 		}
 	}
+}
+
+// splitList splits a comma-separated list of GPUs or PIDs, refusing empty
+// and repeated entries.
+func splitList(list string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "":
+			return nil, fmt.Errorf("an empty entry in %q", list)
+		case seen[f]:
+			return nil, fmt.Errorf("%q twice in %q", f, list)
+		}
+		seen[f] = true
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// gpuState is what the tie knows of one tied GPU.
+type gpuState struct {
+	base     float64   // 1 + the neighbours' utilisation
+	probe    probeSpan // the probe's last span
+	probeEnd float64   // the last probe run seen (its end, Unix seconds)
+}
+
+// tieState is the state of every tied GPU, in the order of GPUTie.GPU.
+type tieState []gpuState
+
+// alone forgets the neighbours (the probe spans stay).
+func (st tieState) alone() {
+	for i := range st {
+		st[i].base = 1
+	}
+}
+
+// update takes a GPU's new reading at now; it reports whether it brought a
+// new probe span (see newProbeSpan; first: the tie's first read).
+func (gs *gpuState) update(rd reading, first bool, now time.Time) bool {
+	gs.base = 1 + rd.util
+	sp, ok := newProbeSpan(rd.probeEnd, rd.probeGPUTime, gs.probeEnd, first, now)
+	if ok {
+		gs.probe = sp
+	}
+	if rd.probeEnd > 0 {
+		gs.probeEnd = rd.probeEnd
+	}
+	return ok
+}
+
+// factor is the slowdown at now: each GPU's 1 + its neighbours' utilisation,
+// + 1 while its probe span covers now, and the highest of them (a step runs
+// on every tied GPU and waits for the slowest). probe says the probe made
+// it higher than the neighbours alone would. next is the next start or end
+// of a probe span after now (ok false: none).
+func (st tieState) factor(now time.Time) (f float64, probe bool, next time.Time, ok bool) {
+	f, base := 1.0, 1.0
+	for _, gs := range st {
+		base = max(base, gs.base)
+		g := gs.base
+		if gs.probe.covers(now) {
+			g++
+		}
+		f = max(f, g)
+		for _, t := range []time.Time{gs.probe.from, gs.probe.to} {
+			if t.After(now) && (!ok || t.Before(next)) {
+				next, ok = t, true
+			}
+		}
+	}
+	return f, f > base, next, ok
 }
 
 // probeSpan is when the exporter's probe holds the GPU, on the wall clock.
@@ -236,46 +323,55 @@ func newProbeSpan(end, gpuTime, seen float64, first bool, now time.Time) (probeS
 	return probeSpan{from: from, to: from.Add(length)}, true
 }
 
-// reading is what one read of the exporter says about the tied GPU.
+// reading is what one read of the exporter says about a tied GPU.
 type reading struct {
 	util         float64 // the neighbours' summed SM utilisation
 	probeEnd     float64 // the last successful probe's end, Unix seconds (0: none)
 	probeGPUTime float64 // its GPU time, seconds
 }
 
-// read scrapes the exporter once.
-func (g *GPUTie) read(ctx context.Context, client *http.Client) (reading, error) {
+// read scrapes the exporter once: a reading per tied GPU, in the order of
+// g.GPU.
+func (g *GPUTie) read(ctx context.Context, client *http.Client) ([]reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.Interval)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.ExporterURL, nil)
 	if err != nil {
-		return reading{}, err
+		return nil, err
 	}
 	// The text format: the exporter's cached rendering, cheap to serve.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return reading{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return reading{}, fmt.Errorf("GET %s: %s", g.ExporterURL, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", g.ExporterURL, resp.Status)
 	}
 	fams, err := parseExposition(resp.Body)
 	if err != nil {
-		return reading{}, err
+		return nil, err
 	}
-	util, onMIG, err := neighbourUtilization(fams, g.GPU, g.PID)
+	gpus, err := splitList(g.GPU)
 	if err != nil {
-		return reading{}, err
+		return nil, err
 	}
-	rd := reading{util: util}
-	if !onMIG {
-		rd.probeEnd = gpuGauge(fams, "gpulens_probe_last_success_timestamp_seconds", g.GPU)
-		rd.probeGPUTime = gpuGauge(fams, "gpulens_probe_gpu_time_seconds", g.GPU)
+	out := make([]reading, 0, len(gpus))
+	for _, gpu := range gpus {
+		util, onMIG, err := neighbourUtilization(fams, gpu, g.PID)
+		if err != nil {
+			return nil, err
+		}
+		rd := reading{util: util}
+		if !onMIG {
+			rd.probeEnd = gpuGauge(fams, "gpulens_probe_last_success_timestamp_seconds", gpu)
+			rd.probeGPUTime = gpuGauge(fams, "gpulens_probe_gpu_time_seconds", gpu)
+		}
+		out = append(out, rd)
 	}
-	return rd, nil
+	return out, nil
 }
 
 func parseExposition(r io.Reader) (map[string]*clientmodel.MetricFamily, error) {
@@ -300,8 +396,8 @@ func gpuGauge(fams map[string]*clientmodel.MetricFamily, name, gpu string) float
 
 // NeighbourUtilization reads an exporter's text exposition and returns the
 // summed gpulens_process_sm_utilization_ratio of the processes on gpu (an
-// index or a UUID) other than pid, restricted to pid's GPU instance when
-// pid runs on one (MIG). It fails when the exposition does not show the GPU
+// index or a UUID) other than pid (one, or several separated by commas),
+// restricted to pid's GPU instance when pid runs on one (MIG). It fails when the exposition does not show the GPU
 // (gpulens_gpu_info), so that a wrong --sim.gpu is not mistaken for an idle
 // neighbourhood.
 func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
@@ -329,17 +425,23 @@ func neighbourUtilization(fams map[string]*clientmodel.MetricFamily, gpu, pid st
 	if !found {
 		return 0, false, fmt.Errorf("the exporter shows no GPU %q (gpulens_gpu_info)", gpu)
 	}
+	own := map[string]bool{}
+	for _, p := range strings.Split(pid, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			own[p] = true
+		}
+	}
 	procs := fams["gpulens_process_sm_utilization_ratio"].GetMetric()
 	instance, self := "", false
 	for _, m := range procs {
-		if l := labelMap(m); onGPU(m) && pid != "" && l["pid"] == pid {
+		if l := labelMap(m); onGPU(m) && own[l["pid"]] {
 			instance, self = l["gpu_instance_id"], true
 		}
 	}
 	sum := 0.0
 	for _, m := range procs {
 		l := labelMap(m)
-		if !onGPU(m) || (pid != "" && l["pid"] == pid) || (self && l["gpu_instance_id"] != instance) {
+		if !onGPU(m) || own[l["pid"]] || (self && l["gpu_instance_id"] != instance) {
 			continue
 		}
 		if v := m.GetGauge().GetValue(); v > 0 && !math.IsInf(v, 0) {

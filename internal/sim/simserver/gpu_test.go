@@ -291,9 +291,9 @@ func TestGPUTieAddsProbe(t *testing.T) {
 
 	mig := &GPUTie{ExporterURL: srv.URL + "/metrics", GPU: "4", PID: "6161", Interval: 100 * time.Millisecond, StaleAfter: time.Second}
 	exp.setProbe(time.Now().Add(time.Second), 300*time.Millisecond)
-	rd, err := mig.read(context.Background(), srv.Client())
-	if err != nil || rd.probeEnd != 0 || abs(rd.util-0.1) > 1e-12 {
-		t.Errorf("on a MIG instance: %+v, %v; want the neighbours' 0.1 and no probe", rd, err)
+	rds, err := mig.read(context.Background(), srv.Client())
+	if err != nil || len(rds) != 1 || rds[0].probeEnd != 0 || abs(rds[0].util-0.1) > 1e-12 {
+		t.Errorf("on a MIG instance: %+v, %v; want the neighbours' 0.1 and no probe", rds, err)
 	}
 
 	s, err := New(Config{FixedTTFT: time.Millisecond}, nil)

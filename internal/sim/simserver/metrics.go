@@ -47,6 +47,7 @@ type metrics struct {
 	gpuReads       *prometheus.CounterVec
 	gpuReadSuccess prometheus.Gauge
 	probeSpans     prometheus.Counter
+	probeRequests  *prometheus.CounterVec
 }
 
 func newMetrics(model string) *metrics {
@@ -74,15 +75,20 @@ func newMetrics(model string) *metrics {
 	m.slowdown = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_slowdown_ratio",
 		Help: "Factor the simulated GPU's step and token delays are stretched by: 1 alone on the GPU, 1 + the neighbours' SM utilisation when tied to a GPU (--sim.gpu.exporter-url), 1 more while the exporter's probe holds it."})
 	m.neighbourUtil = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_neighbour_sm_utilization_ratio",
-		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied)."})
+		Help: "SM utilisation of the other processes on the GPU the server is tied to, summed, as the exporter last reported it (0 when not tied; tied to several GPUs, the highest GPU's)."})
 	m.gpuReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_gpu_reads_total",
 		Help: "Reads of the exporter's view of the tied GPU, by result (ok, error)."}, []string{"result"})
 	m.gpuReadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpulens_sim_gpu_last_read_success_timestamp_seconds",
 		Help: "When the exporter's view of the tied GPU was last read successfully (0: never)."})
 	m.probeSpans = prometheus.NewCounter(prometheus.CounterOpts{Name: "gpulens_sim_gpu_probe_runs_total",
 		Help: "Runs of the exporter's probe on the tied GPU that slowed the server (by one step per step, for the run's GPU time)."})
+	m.probeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpulens_sim_probe_slowed_requests_total",
+		Help: "Requests the exporter's probe on the tied GPU slowed (an engine step that began while the probe held a tied GPU ran while the request waited or ran, or a token delay of its was stretched by it), counted at their first token (until=\"first_token\") and at their last (until=\"end\")."}, []string{"until"})
 	for _, r := range []string{"ok", "error"} {
 		m.gpuReads.WithLabelValues(r)
+	}
+	for _, u := range []string{"first_token", "end"} {
+		m.probeRequests.WithLabelValues(u)
 	}
 	for _, r := range []string{"stop", "length"} {
 		m.success.WithLabelValues(r)
@@ -94,8 +100,19 @@ func newMetrics(model string) *metrics {
 	m.reg.MustRegister(m.prefixQueries, m.prefixHits, m.preemptions)
 	m.reg.MustRegister(ttft, itl, tpot, e2e, m.promptTokens, m.generationTokens, m.success,
 		m.running, m.waiting, m.gpuCache, m.kvCache, m.faults,
-		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess, m.probeSpans)
+		m.slowdown, m.neighbourUtil, m.gpuReads, m.gpuReadSuccess, m.probeSpans, m.probeRequests)
 	return m
+}
+
+// probed counts a request the probe slowed, at its first token and at its
+// last (done).
+func (m *metrics) probed(first, done bool) {
+	if first {
+		m.probeRequests.WithLabelValues("first_token").Inc()
+	}
+	if done {
+		m.probeRequests.WithLabelValues("end").Inc()
+	}
 }
 
 // token records one produced token of r at now.
