@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
@@ -418,8 +419,9 @@ func computeModeName(mode int) string {
 	return "unknown"
 }
 
-// fmtBytes writes n in MiB (one decimal).
-func fmtBytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+// fmtBytes writes n for people, as every gpulens program does
+// (bytesize.Human): "1.14 GiB", "768 MiB".
+func fmtBytes(n uint64) string { return bytesize.Human(float64(n)) }
 
 func (p *Probe) measureAll(s *session) {
 	for _, m := range Measurements {
