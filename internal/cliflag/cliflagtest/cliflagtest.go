@@ -114,8 +114,8 @@ type Case struct {
 	Value, Want, WantErr string
 }
 
-// Cases are the values every flag of each kind is given.
-var Cases = map[Kind][]Case{
+// cases are the values every flag of each kind is given (read only).
+var cases = map[Kind][]Case{
 	Duration: {
 		{Value: "90s", Want: (90 * time.Second).String()},
 		{Value: "1h30m", Want: (90 * time.Minute).String()},
@@ -143,7 +143,7 @@ var Cases = map[Kind][]Case{
 // Check fails t for every flag of the application newApp builds that is
 // a duration, byte size or GPU-hour price declared outside cliflag, and
 // gives each such flag, on the program's command line, every value of
-// Cases: what the one rule reads must be stored, what it rejects must be
+// cases: what the one rule reads must be stored, what it rejects must be
 // rejected with an error naming the flag. newApp must return a fresh
 // application each call; it returns the number of flags checked per
 // kind, so a test can say it found the ones it knows.
@@ -159,7 +159,7 @@ func Check(t testing.TB, newApp func() *kingpin.Application) map[Kind]int {
 			t.Errorf("%s: %s", f.Name(), f.Problem)
 			continue
 		}
-		for _, c := range Cases[f.Kind] {
+		for _, c := range cases[f.Kind] {
 			app := newApp()
 			app.UsageWriter(io.Discard)
 			app.ErrorWriter(io.Discard)
