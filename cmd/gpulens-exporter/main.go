@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,28 +61,7 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	app := kingpin.New("gpulens-exporter", "Prometheus exporter for NVIDIA GPUs: device, process, MIG and contention metrics from NVML, sampled in the background.")
-	app.UsageWriter(stderr)
-	app.ErrorWriter(stderr)
-	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
-	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
-	cliflag.Duration(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
-	cliflag.Duration(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
-	o.sim = simflag.Add(app, "Replace NVML with a simulated fleet")
-	o.sim.AddSpeed(app)
-	for _, f := range collector.Factories() {
-		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
-	}
-	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
-	addAttributionFlags(app, &o.attribution)
-	addProbeFlags(app, &o.probe)
-	addCostFlags(app, &o.cost)
-	addCompatFlags(app, &o.compat)
-	o.web = kingpinflag.AddFlags(app, ":9842")
-	flag.AddFlags(app, o.log)
-	app.Version(version.Print("gpulens-exporter"))
-	app.HelpFlag.Short('h')
+	app, o := newApp(stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
@@ -122,6 +100,33 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// newApp declares the exporter's flags, stored in the options it returns.
+func newApp(stderr io.Writer) (*kingpin.Application, *options) {
+	app := kingpin.New("gpulens-exporter", "Prometheus exporter for NVIDIA GPUs: device, process, MIG and contention metrics from NVML, sampled in the background.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	o := &options{collectors: map[string]*bool{}, log: &promslog.Config{Writer: stderr}}
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.metricsPath)
+	app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").IntVar(&o.maxRequests)
+	cliflag.Duration(app, "sampler.interval", "How often each GPU is read (at least "+minSamplerInterval.String()+").", "1s", &o.interval)
+	cliflag.Duration(app, "sampler.device-timeout", "How long one GPU's read may take before the GPU is reported down (gpulens_gpu_up 0) and the call in progress is counted as deadline_exceeded.", "5s", &o.deviceTimeout)
+	o.sim = simflag.Add(app, "Replace NVML with a simulated fleet")
+	o.sim.AddSpeed(app)
+	for _, f := range collector.Factories() {
+		o.collectors[f.Name] = app.Flag("collector."+f.Name, "Enable the "+f.Name+" collector: "+f.Help).Default(fmt.Sprint(f.DefaultEnabled)).Bool()
+	}
+	o.xid = app.Flag("collector."+collector.XIDFactoryName, "Enable the xid collector: XID error events from the driver.").Default("true").Bool()
+	addAttributionFlags(app, &o.attribution)
+	addProbeFlags(app, &o.probe)
+	addCostFlags(app, &o.cost)
+	addCompatFlags(app, &o.compat)
+	o.web = kingpinflag.AddFlags(app, ":9842")
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-exporter"))
+	app.HelpFlag.Short('h')
+	return app, o
 }
 
 func joinNames(names []string) string {
@@ -328,25 +333,11 @@ type costFlags struct {
 }
 
 func addCostFlags(app *kingpin.Application, f *costFlags) {
-	app.Flag("cost.gpu-hourly-usd", "Price of one GPU-hour on this node in USD, for the GPUs --cost.price-file does not price (every GPU without a file). Exposed as gpulens_gpu_price_usd_per_hour for the chargeback rules; without a price flag, only a simulated scenario's prices are.").PlaceHolder("USD").IsSetByUser(&f.hourlySet).SetValue(priceValue{p: &f.hourly})
+	cliflag.Price(app, "cost.gpu-hourly-usd", "Price of one GPU-hour on this node in USD, for the GPUs --cost.price-file does not price (every GPU without a file). Exposed as gpulens_gpu_price_usd_per_hour for the chargeback rules; without a price flag, only a simulated scenario's prices are.", "", &f.hourly).PlaceHolder("USD").IsSetByUser(&f.hourlySet)
 	app.Flag("cost.price-file", "Price file (YAML): USD per GPU-hour by GPU model name or pattern, with overrides for nodes and node labels (docs/cost.md#price-file).").PlaceHolder("FILE").StringVar(&f.file)
 	app.Flag("cost.node", "This node's name, for the price file's node overrides (default: the host name).").Envar("NODE_NAME").StringVar(&f.node)
 	app.Flag("cost.label", "A label of this node for the price file's label overrides, as name=value (provider=cloud-b); repeatable.").PlaceHolder("NAME=VALUE").StringsVar(&f.labels)
 }
-
-// priceValue is --cost.gpu-hourly-usd: a parse error names the flag.
-type priceValue struct{ p *float64 }
-
-func (v priceValue) Set(s string) error {
-	p, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("--cost.gpu-hourly-usd: %q is not a number (USD per GPU-hour, e.g. 2.50)", s)
-	}
-	*v.p = p
-	return nil
-}
-
-func (v priceValue) String() string { return strconv.FormatFloat(*v.p, 'f', -1, 64) }
 
 // validate checks the cost flags and loads the price file, so that a bad
 // price stops the exporter before it starts.
@@ -362,10 +353,7 @@ func (f *costFlags) validate() error {
 		return nil
 	}
 	var fallback *float64
-	if f.hourlySet {
-		if err := pricing.CheckPrice(f.hourly); err != nil {
-			return fmt.Errorf("--cost.gpu-hourly-usd: %w", err)
-		}
+	if f.hourlySet { // checked by cliflag.Price
 		fallback = &f.hourly
 	}
 	var table *pricing.Table

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/collector"
+	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
@@ -44,7 +44,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	app.Flag("collector.probe.interval-jitter", "Spread of the time between two probes, as a fraction of --collector.probe.interval: each wait is interval × (1 ± up to this, uniformly random), so a tenant whose load repeats with the interval's period is not probed at the same phase every time; 0 to 0.5.").Default("0.2").Float64Var(&f.jitter)
 	cliflag.Duration(app, "collector.probe.budget", "GPU time one device's probe may use, the stolen-time window included; at most 10s and 1/20 of --collector.probe.interval.", "250ms", &f.budget)
 	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 4 windows of a quarter each spread over the run; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
-	app.Flag("collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).").Default("2GiB").SetValue(bytesValue{name: "collector.probe.max-memory", b: &f.maxMemory})
+	cliflag.Bytes(app, "collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).", "2GiB", &f.maxMemory)
 	app.Flag("collector.probe.schedule", "How a probe run takes the node's devices: sequential (one after another: a tenant spread over N GPUs, such as a tensor-parallel model, is slowed N times per run) or together (every device at once, each with its own budget: such a tenant is slowed once per run; the devices' host copies share the host's bandwidth).").Default(collector.ProbeSequential).StringVar(&f.schedule)
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
@@ -68,7 +68,7 @@ func (f *probeFlags) config() (gpuprobe.Config, error) {
 	case f.stolenWindow >= f.budget:
 		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.stolen-window (%s) must be shorter than --collector.probe.budget (%s), which includes it", f.stolenWindow, f.budget)
 	case f.maxMemory < minProbeMemory:
-		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.max-memory must be at least 16MiB, got %s", formatBytes(f.maxMemory))
+		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.max-memory must be at least 16MiB, got %s", bytesize.Format(f.maxMemory))
 	case strings.TrimSpace(f.cudaLibrary) == "":
 		return gpuprobe.Config{}, errors.New("--cuda.library must not be empty")
 	case !slices.Contains(collector.ProbeSchedules, f.schedule):
@@ -82,59 +82,6 @@ func (f *probeFlags) config() (gpuprobe.Config, error) {
 		return gpuprobe.Config{}, fmt.Errorf("--collector.probe.* flags: %w", err)
 	}
 	return cfg, nil
-}
-
-// bytesValue is a kingpin value for a byte size ("256MiB", "1GiB", "1e9",
-// "500MB"); its parse errors name the flag.
-type bytesValue struct {
-	name string
-	b    *uint64
-}
-
-var byteUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-}
-
-func parseBytes(s string) (uint64, bool) {
-	num, mult := strings.TrimSpace(s), 1.0
-	for _, u := range byteUnits {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 || v*mult >= 1<<63 {
-		return 0, false
-	}
-	return uint64(v * mult), true
-}
-
-func (v bytesValue) Set(s string) error {
-	n, ok := parseBytes(s)
-	if !ok {
-		return fmt.Errorf("--%s: %q is not a byte size (use e.g. 256MiB, 1GiB)", v.name, s)
-	}
-	*v.b = n
-	return nil
-}
-
-func (v bytesValue) String() string { return formatBytes(*v.b) }
-
-func formatBytes(n uint64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.mult && n%u.mult == 0 {
-			return strconv.FormatUint(n/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatUint(n, 10) + "B"
 }
 
 // newProbe builds the continuous probe over the CUDA driver prober opens
@@ -152,7 +99,7 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Opti
 	}
 	open := prober(popts, f.schedule == collector.ProbeTogether)
 	logger.Info("probe enabled", "interval", f.interval, "schedule", f.schedule, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
-		"max_memory", formatBytes(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
+		"max_memory", bytesize.Format(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Schedule: f.schedule, Config: cfg, Logger: logger, NVML: nv}
 	// The sampler keeps each GPU's per-process samples for the
 	// unexplained stolen time.

@@ -89,28 +89,6 @@ func TestProbeFlagDefaults(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]uint64{
-		"256MiB": 256 << 20, "1GiB": 1 << 30, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "500MB": 500e6,
-		"2GB": 2e9, "1048576": 1 << 20, "1e9": 1e9, "4096B": 4096, " 16 MiB ": 16 << 20,
-	} {
-		if got, ok := parseBytes(in); !ok || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, ok, want)
-		}
-	}
-	for _, bad := range []string{"", "MiB", "ten", "-1GiB", "1ZiB", "1e30"} {
-		if got, ok := parseBytes(bad); ok {
-			t.Errorf("parseBytes(%q) = %d, accepted", bad, got)
-		}
-	}
-	for n, want := range map[uint64]string{256 << 20: "256MiB", 1 << 30: "1GiB", 1000: "1000B", 3 << 10: "3KiB"} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // fixedGPUs is a GPUDirectory of one GPU.
 type fixedGPUs []collector.GPUIdentity
 

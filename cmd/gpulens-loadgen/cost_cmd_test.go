@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -96,7 +101,7 @@ func TestCampaignCostCommandErrors(t *testing.T) {
 		{"missing file", []string{ok, filepath.Join(dir, "nope.json")}, bill.Terms{}, "nope.json: reading report"},
 		{"bad JSON", []string{bad}, bill.Terms{}, "bad.json: line 2"},
 		{"no runs", []string{empty}, bill.Terms{}, "report " + empty + " has no runs"},
-		{"prices differ", []string{ok, dear}, bill.Terms{}, "were priced differently: a campaign is billed for one kind of instance; cost each separately or set --gpu-hourly-usd"},
+		{"prices differ", []string{ok, dear}, bill.Terms{}, "were priced differently: a campaign is billed for one kind of instance; cost each separately or set --cost.gpu-hourly-usd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := campaignCost(tc.paths, tc.c, "text", &bytes.Buffer{})
@@ -119,5 +124,64 @@ func TestCostFlagsParsed(t *testing.T) {
 	}
 	if code := runMain([]string{"cost", p, "--billing-increment", "1h", "--format", "yaml"}); code != exitUsage {
 		t.Errorf("--format yaml: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// The cost command's price is --cost.gpu-hourly-usd, as run's and sweep's
+// and the exporter's; --gpu-hourly-usd, its spelling before, still works
+// (hidden, with a warning) so that scripts keep running, under the same
+// rule.
+func TestCostPriceFlagSpellings(t *testing.T) {
+	t.Parallel()
+	path := writeCostReport(t, t.TempDir(), "ok.json", "ok", 1, 1, 10)
+	for _, tc := range []struct {
+		args      []string
+		wantPrice float64
+		wantErr   string
+		wantLog   string
+	}{
+		{[]string{"--cost.gpu-hourly-usd=2.5"}, 2.5, "", ""},
+		{[]string{"--gpu-hourly-usd=2.5"}, 2.5, "", "--gpu-hourly-usd is deprecated: use --cost.gpu-hourly-usd"},
+		{nil, 1, "", ""}, // the report's own price
+		{[]string{"--gpu-hourly-usd=2.5", "--cost.gpu-hourly-usd=3"}, 0, "--gpu-hourly-usd is the deprecated spelling of --cost.gpu-hourly-usd: give only --cost.gpu-hourly-usd", ""},
+		{[]string{"--gpu-hourly-usd=5000"}, 0, "--gpu-hourly-usd: price 5000 is more than 1000 USD per GPU-hour", ""},
+		{[]string{"--cost.gpu-hourly-usd=5000"}, 0, "--cost.gpu-hourly-usd: price 5000 is more than 1000 USD per GPU-hour", ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			app := kingpin.New("t", "")
+			var out, logs bytes.Buffer
+			c := costCommand(app, &out)
+			_, err := app.Parse(append([]string{"cost", path, "--format=json"}, tc.args...))
+			if err == nil {
+				err = c.run(context.Background(), slog.New(slog.NewTextHandler(&logs, nil)))
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bill.Bill
+			if err := json.Unmarshal(out.Bytes(), &b); err != nil {
+				t.Fatal(err)
+			}
+			if b.GPUHourlyUSD != tc.wantPrice {
+				t.Errorf("billed at %g USD/h, want %g", b.GPUHourlyUSD, tc.wantPrice)
+			}
+			if got := logs.String(); (tc.wantLog == "") != (got == "") || !strings.Contains(got, tc.wantLog) {
+				t.Errorf("log %q, want %q", got, tc.wantLog)
+			}
+		})
+	}
+	// Hidden from the help, which shows only the new spelling.
+	app := kingpin.New("t", "")
+	costCommand(app, io.Discard)
+	for _, f := range app.GetCommand("cost").Model().Flags {
+		if f.Name == "gpu-hourly-usd" && !f.Hidden {
+			t.Error("--gpu-hourly-usd is shown in the help")
+		}
 	}
 }

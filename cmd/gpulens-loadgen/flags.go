@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -77,7 +78,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("model", "Model name to request.").Required().StringVar(&f.model)
 	cmd.Flag("endpoint", "API to call: chat or completions.").Default("chat").EnumVar(&f.endpoint, "chat", "completions")
 	cmd.Flag("api-key-file", "File holding the API key (else $OPENAI_API_KEY). Never logged or reported.").StringVar(&f.apiKeyFile)
-	cmd.Flag("timeout", "Timeout of one request, from send to last byte.").Default("300s").DurationVar(&f.timeout)
+	cliflag.Duration(cmd, "timeout", "Timeout of one request, from send to last byte.", "300s", &f.timeout)
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
 	cmd.Flag("tls.ca-file", "PEM file of CA certificates to trust for an https:// target (instead of the system's).").StringVar(&f.tlsCAFile)
 	cmd.Flag("tls.insecure-skip-verify", "Do not verify an https:// target's certificate (test servers only).").BoolVar(&f.tlsInsecure)
@@ -86,11 +87,11 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)
 	cmd.Flag("max-concurrency", "Open loop: cap on requests in flight (0 = none).").Default("0").IntVar(&f.maxConcurrency)
-	cmd.Flag("duration", "Measured duration of each run (after warmup).").DurationVar(&f.duration)
+	cliflag.Duration(cmd, "duration", "Measured duration of each run (after warmup).", "", &f.duration)
 	cmd.Flag("requests", "Measured requests of each run (after warmup).").IntVar(&f.requests)
-	cmd.Flag("grace-period", "With --duration: requests still in flight when it ends get this long to finish, then they are cancelled and counted as failed (error class cancelled_at_end). Set it above the longest request you expect.").Default("30s").DurationVar(&f.gracePeriod)
-	cmd.Flag("warmup", "Requests sent during this initial time are excluded from results.").Default("0s").DurationVar(&f.warmup)
-	cmd.Flag("ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.").Default("0s").DurationVar(&f.rampUp)
+	cliflag.Duration(cmd, "grace-period", "With --duration: requests still in flight when it ends get this long to finish, then they are cancelled and counted as failed (error class cancelled_at_end). Set it above the longest request you expect.", "30s", &f.gracePeriod)
+	cliflag.Duration(cmd, "warmup", "Requests sent during this initial time are excluded from results.", "0s", &f.warmup)
+	cliflag.Duration(cmd, "ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.", "0s", &f.rampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
 	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run: tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
@@ -102,7 +103,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(report.PromptsDistinct).EnumVar(&f.prompts, report.PromptsDistinct, report.PromptsReuse)
 	cmd.Flag("prompt-nonce", "Nonce of the prompts instead of a random one (1-64 letters, digits, - or _): with a report's metadata.prompt_nonce and the same --seed, replays its prompts byte for byte.").PlaceHolder("NONCE").StringVar(&f.promptNonce)
 	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.").StringVar(&f.slo)
-	cmd.Flag("cost.gpu-hourly-usd", "Price of one GPU hour in USD.").Default("0").Float64Var(&f.gpuHourly)
+	cliflag.Price(cmd, "cost.gpu-hourly-usd", "Price of one GPU-hour in USD (0 to 1000; 0: no cost figures).", "0", &f.gpuHourly)
 	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
 	cmd.Flag("cost.overhead-hours", "Billed hours that produced no results (setup, retries, idle), added to each run's cost.").Default("0").Float64Var(&f.overheadHours)
 	cmd.Flag("exporter.url", "URL of a gpulens exporter's /metrics: records GPU model, driver, MIG profile and, for every run, peak VRAM, mean utilisation and power, energy, output tokens per joule and energy per request.").StringVar(&f.exporterURL)
@@ -110,7 +111,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("save-requests", "Write one JSON line per measured request to this file.").StringVar(&f.saveRequests)
 	cmd.Flag("embed-requests", "Embed every measured request's raw record in the JSON report, as `merge` needs (on with --shard).").BoolVar(&f.embedRequests)
 	cmd.Flag("csv", "Write a CSV summary (one row per run) to this file.").StringVar(&f.csv)
-	cmd.Flag("linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).").Default("0s").DurationVar(&f.linger)
+	cliflag.Duration(cmd, "linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).", "0s", &f.linger)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	f.workload = addWorkloadFlags(cmd)
 	f.eval = addEvalFlags(cmd)

@@ -69,23 +69,7 @@ func main() {
 }
 
 func runMain(args []string) int {
-	app := kingpin.New("gpulens-loadgen", "Load generator and simulated server for OpenAI-compatible inference endpoints. "+exitStatusHelp)
-	promslogConfig := &promslog.Config{}
-	flag.AddFlags(app, promslogConfig)
-	app.Version(version.Print("gpulens-loadgen"))
-	app.HelpFlag.Short('h')
-
-	// Each subcommand registers itself here.
-	commands := []command{
-		runCommand(app),
-		sweepCommand(app),
-		simCommand(app),
-		reportCommand(app),
-		mergeCommand(app),
-		costCommand(app),
-		compareCommand(app),
-	}
-
+	app, commands, promslogConfig := newApp()
 	selected, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gpulens-loadgen: %v\n", err)
@@ -102,6 +86,27 @@ func runMain(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "gpulens-loadgen: unknown command %q\n", selected)
 	return exitUsage
+}
+
+// newApp declares the load generator's commands and flags.
+func newApp() (*kingpin.Application, []command, *promslog.Config) {
+	app := kingpin.New("gpulens-loadgen", "Load generator and simulated server for OpenAI-compatible inference endpoints. "+exitStatusHelp)
+	promslogConfig := &promslog.Config{}
+	flag.AddFlags(app, promslogConfig)
+	app.Version(version.Print("gpulens-loadgen"))
+	app.HelpFlag.Short('h')
+
+	// Each subcommand registers itself here.
+	commands := []command{
+		runCommand(app),
+		sweepCommand(app),
+		simCommand(app),
+		reportCommand(app),
+		mergeCommand(app),
+		costCommand(app, os.Stdout),
+		compareCommand(app),
+	}
+	return app, commands, promslogConfig
 }
 
 // exitStatus maps what a command returned to the process's exit status.

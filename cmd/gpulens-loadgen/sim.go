@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/sim/simserver"
 	"github.com/gpulens/gpulens/loadgen/option"
 )
@@ -37,18 +38,18 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	c := &f.cfg
 	d := simserver.DefaultConfig()
 	cmd.Flag("sim.listen-address", "Address to serve the simulated OpenAI-compatible API, /health and /metrics on.").Default("127.0.0.1:8000").StringVar(&f.listenAddress)
-	cmd.Flag("sim.shutdown-timeout", "How long to let streams in progress finish on shutdown before cutting them.").Default("5s").DurationVar(&f.shutdownTimeout)
+	cliflag.Duration(cmd, "sim.shutdown-timeout", "How long to let streams in progress finish on shutdown before cutting them.", "5s", &f.shutdownTimeout)
 	cmd.Flag("sim.model", "Model name served and listed by /v1/models.").Default(d.Model).StringVar(&c.Model)
 	cmd.Flag("sim.seed", "Seed for output lengths, token text, jitter and faults: the n-th request always gets the same draws.").Default(fmt.Sprint(d.Seed)).Uint64Var(&c.Seed)
-	cmd.Flag("sim.prefill-per-token", "Prefill time per prompt token, added to the step that admits a request.").Default(d.PrefillPerToken.String()).DurationVar(&c.PrefillPerToken)
-	cmd.Flag("sim.decode-base", "Fixed part of one decode step.").Default(d.DecodeBase.String()).DurationVar(&c.DecodeBase)
-	cmd.Flag("sim.decode-per-seq", "Decode step time added per running sequence.").Default(d.DecodePerSeq.String()).DurationVar(&c.DecodePerSeq)
+	cliflag.Duration(cmd, "sim.prefill-per-token", "Prefill time per prompt token, added to the step that admits a request.", d.PrefillPerToken.String(), &c.PrefillPerToken)
+	cliflag.Duration(cmd, "sim.decode-base", "Fixed part of one decode step.", d.DecodeBase.String(), &c.DecodeBase)
+	cliflag.Duration(cmd, "sim.decode-per-seq", "Decode step time added per running sequence.", d.DecodePerSeq.String(), &c.DecodePerSeq)
 	cmd.Flag("sim.max-batch", "Most sequences running at once (0: unlimited).").Default(fmt.Sprint(d.MaxBatch)).IntVar(&c.MaxBatch)
 	cmd.Flag("sim.kv-capacity-tokens", "KV-cache capacity in tokens; a running request holds prompt + output tokens (0: unlimited).").Default(fmt.Sprint(d.KVCapacityTokens)).IntVar(&c.KVCapacityTokens)
 	cmd.Flag("sim.max-queue", "Most requests waiting for admission; more get HTTP 429 (0: unlimited).").Default(fmt.Sprint(d.MaxQueue)).IntVar(&c.MaxQueue)
 	cmd.Flag("sim.jitter", "Relative jitter of every simulated delay, uniform in [1-j, 1+j].").Default(fmt.Sprint(d.Jitter)).Float64Var(&c.Jitter)
-	cmd.Flag("sim.ttft", "Fixed mode: time to first token after admission (fixed mode is on when --sim.ttft or --sim.itl is non-zero).").Default("0s").DurationVar(&c.FixedTTFT)
-	cmd.Flag("sim.itl", "Fixed mode: time between output tokens.").Default("0s").DurationVar(&c.FixedITL)
+	cliflag.Duration(cmd, "sim.ttft", "Fixed mode: time to first token after admission (fixed mode is on when --sim.ttft or --sim.itl is non-zero).", "0s", &c.FixedTTFT)
+	cliflag.Duration(cmd, "sim.itl", "Fixed mode: time between output tokens.", "0s", &c.FixedITL)
 	cmd.Flag("sim.output-tokens-mean", "Mean output length without ignore_eos (geometric distribution, capped by max_tokens).").Default(fmt.Sprint(d.OutputTokensMean)).IntVar(&c.OutputTokensMean)
 	cmd.Flag("sim.max-output-tokens", "Output cap for requests without max_tokens.").Default(fmt.Sprint(d.MaxOutputTokens)).IntVar(&c.MaxOutputTokens)
 	cmd.Flag("sim.tokens-per-chunk", "Tokens per streamed content chunk after the first.").Default(fmt.Sprint(d.TokensPerChunk)).IntVar(&c.TokensPerChunk)
@@ -57,7 +58,7 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.error-rate", "Probability that a request fails with HTTP 500.").Default("0").Float64Var(&c.ErrorRate)
 	cmd.Flag("sim.disconnect-rate", "Probability that a response is cut off before its end.").Default("0").Float64Var(&c.DisconnectRate)
 	cmd.Flag("sim.stall-rate", "Probability that a request stalls once, before a random output token.").Default("0").Float64Var(&c.StallRate)
-	cmd.Flag("sim.stall-duration", "Duration of a stall.").Default(d.StallDuration.String()).DurationVar(&c.StallDuration)
+	cliflag.Duration(cmd, "sim.stall-duration", "Duration of a stall.", d.StallDuration.String(), &c.StallDuration)
 	cmd.Flag("sim.prefix-cache-tokens", "Prefix cache size in tokens: a prompt that starts like a recent one prefills only the rest (0: no prefix cache).").Default(fmt.Sprint(d.PrefixCacheTokens)).IntVar(&c.PrefixCacheTokens)
 	cmd.Flag("sim.prefix-block-tokens", "Block size of the prefix cache in tokens: prefixes are cached and matched in whole blocks.").Default(fmt.Sprint(d.PrefixBlockTokens)).IntVar(&c.PrefixBlockTokens)
 	cmd.Flag("sim.tokenizer", "How the simulated server counts prompt tokens: subword (a sub-word tokenizer, about 1.3 tokens per English word, plus a Llama-3-like chat template: 1 + 5 per message + 4 tokens; vLLM's POST /tokenize answers with the same count) or words (one token per word, no template).").Default(simserver.TokenizerSubword).EnumVar(&c.Tokenizer, simserver.TokenizerSubword, simserver.TokenizerWords)
@@ -65,8 +66,8 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.gpu.exporter-url", "Tie the simulated GPU's speed to a GPU a gpulens exporter reports (its /metrics URL): every step takes 1 + the SM utilisation of the GPU's other processes times as long, so a neighbour joining shows as contention on the exporter and as latency here. Empty: alone on the GPU.").PlaceHolder("URL").StringVar(&g.ExporterURL)
 	cmd.Flag("sim.gpu", "With --sim.gpu.exporter-url: the GPU, by index or UUID; several separated by commas (0,1,2,3) for a tensor-parallel server whose every step waits for the slowest of them.").Default("0").StringVar(&g.GPU)
 	cmd.Flag("sim.gpu.pid", "With --sim.gpu.exporter-url: the process on the GPU the server stands for (in a simulated fleet, the serving tenant it replaces), not counted as a neighbour; several separated by commas (one per GPU of a tensor-parallel server).").PlaceHolder("PID").StringVar(&g.PID)
-	cmd.Flag("sim.gpu.poll-interval", "With --sim.gpu.exporter-url: how often to read the exporter.").Default("2s").DurationVar(&g.Interval)
-	cmd.Flag("sim.gpu.stale-after", "With --sim.gpu.exporter-url: how long the last reading holds while the exporter cannot be read, before running as if alone.").Default("30s").DurationVar(&g.StaleAfter)
+	cliflag.Duration(cmd, "sim.gpu.poll-interval", "With --sim.gpu.exporter-url: how often to read the exporter.", "2s", &g.Interval)
+	cliflag.Duration(cmd, "sim.gpu.stale-after", "With --sim.gpu.exporter-url: how long the last reading holds while the exporter cannot be read, before running as if alone.", "30s", &g.StaleAfter)
 	return f
 }
 

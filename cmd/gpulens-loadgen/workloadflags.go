@@ -6,6 +6,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/servermetrics"
@@ -37,10 +38,10 @@ func addWorkloadFlags(cmd *kingpin.CmdClause) *workloadFlags {
 	cmd.Flag("trace.speedup", "Divide the trace's arrival times by this factor (2: twice the rate). With --rate the times are instead scaled to that mean rate.").Default("1").Float64Var(&f.traceSpeedup)
 	cmd.Flag("trace.max-requests", "Replay only the trace's first N requests (0: all).").Default("0").IntVar(&f.traceMaxRequests)
 	cmd.Flag("turns", "Multi-turn conversations of this many turns: every turn resends the conversation so far (the shared-prefix, KV-cache case). In open loop --rate is conversations per second.").Default("1").IntVar(&f.turns)
-	cmd.Flag("think-time", "With --turns: pause between the end of a turn's answer and the next turn.").Default("0s").DurationVar(&f.thinkTime)
+	cliflag.Duration(cmd, "think-time", "With --turns: pause between the end of a turn's answer and the next turn.", "0s", &f.thinkTime)
 	cmd.Flag("server-metrics", "Scrape the server's own /metrics (the --target without /v1, then /metrics) during every run: KV-cache usage, running and waiting requests, preemptions, prefix-cache hits (vLLM, SGLang, TGI).").BoolVar(&f.serverMetrics)
 	cmd.Flag("server-metrics.url", "The server's metrics URL, when not the --target's /metrics (implies --server-metrics).").PlaceHolder("URL").StringVar(&f.serverMetricsURL)
-	cmd.Flag("server-metrics.interval", "Interval between scrapes of the server's metrics.").Default(servermetrics.DefaultInterval.String()).DurationVar(&f.serverMetricsInterval)
+	cliflag.Duration(cmd, "server-metrics.interval", "Interval between scrapes of the server's metrics.", servermetrics.DefaultInterval.String(), &f.serverMetricsInterval)
 	return f
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/sim/simflag"
@@ -41,22 +41,7 @@ type burnOptions struct {
 }
 
 func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
-	app := kingpin.New("gpulens-verify burn", "Keep one GPU busy for a bounded time with the probe's FP32 FMA kernel, holding some device memory, and report the throughput it got: a workload for contention experiments (scripts/real-gpu-validate.sh) on hosts without PyTorch. Launches of about --launch run back to back until --duration has passed; it never changes GPU settings. Exit status: 0 done, 1 a CUDA failure or interrupted, 2 bad input.")
-	app.UsageWriter(stderr)
-	app.ErrorWriter(stderr)
-	o := &burnOptions{log: &promslog.Config{Writer: stderr}}
-	mem := sizeValue{name: "memory", v: 1 << 30}
-	var memRaw string
-	cliflag.Duration(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
-	app.Flag("memory", "Device memory to allocate, touch and hold while burning, e.g. 2GiB; 0 for none.").Default("1GiB").StringVar(&memRaw)
-	cliflag.Duration(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
-	app.Flag("device", "CUDA ordinal of the GPU to burn (CUDA's order: set CUDA_DEVICE_ORDER=PCI_BUS_ID to match NVML's).").Default("0").IntVar(&o.device)
-	app.Flag("output.json", "Also write the result as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
-	o.sim = simflag.Add(app, "Burn a simulated GPU instead of a real one")
-	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
-	flag.AddFlags(app, o.log)
-	app.Version(version.Print("gpulens-verify"))
-	app.HelpFlag.Short('h')
+	app, o := newBurnApp(stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
@@ -65,12 +50,6 @@ func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
 	}
 	if o.cfg.Launch < time.Millisecond || o.cfg.Launch > time.Second || o.cfg.Launch > o.cfg.Duration {
 		return nil, fmt.Errorf("--launch must be between 1ms and 1s and at most --duration (%s), got %s", o.cfg.Duration, o.cfg.Launch)
-	}
-	if strings.TrimSpace(memRaw) != "0" {
-		if err := mem.Set(memRaw); err != nil {
-			return nil, err
-		}
-		o.cfg.MemoryBytes = mem.v
 	}
 	if o.device < 0 {
 		return nil, fmt.Errorf("--device must be a CUDA ordinal (0 or more), got %d", o.device)
@@ -87,6 +66,26 @@ func parseBurnFlags(args []string, stderr io.Writer) (*burnOptions, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// newBurnApp declares the burn command's flags, stored in the options it
+// returns.
+func newBurnApp(stderr io.Writer) (*kingpin.Application, *burnOptions) {
+	app := kingpin.New("gpulens-verify burn", "Keep one GPU busy for a bounded time with the probe's FP32 FMA kernel, holding some device memory, and report the throughput it got: a workload for contention experiments (scripts/real-gpu-validate.sh) on hosts without PyTorch. Launches of about --launch run back to back until --duration has passed; it never changes GPU settings. Exit status: 0 done, 1 a CUDA failure or interrupted, 2 bad input.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	o := &burnOptions{log: &promslog.Config{Writer: stderr}}
+	cliflag.Duration(app, "duration", "How long to keep the GPU busy, e.g. 30s (at most "+gpuprobe.MaxBurnDuration.String()+"). Required.", "0s", &o.cfg.Duration)
+	cliflag.Bytes(app, "memory", "Device memory to allocate, touch and hold while burning, e.g. 2GiB; 0 for none.", "1GiB", &o.cfg.MemoryBytes)
+	cliflag.Duration(app, "launch", "Length of one kernel launch (1ms to 1s); the burn ends within about one launch of --duration or of a signal.", gpuprobe.DefaultBurnLaunch.String(), &o.cfg.Launch)
+	app.Flag("device", "CUDA ordinal of the GPU to burn (CUDA's order: set CUDA_DEVICE_ORDER=PCI_BUS_ID to match NVML's).").Default("0").IntVar(&o.device)
+	app.Flag("output.json", "Also write the result as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
+	o.sim = simflag.Add(app, "Burn a simulated GPU instead of a real one")
+	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-verify"))
+	app.HelpFlag.Short('h')
+	return app, o
 }
 
 // burnReport is --output.json.
@@ -211,5 +210,5 @@ func fmtBytes(b uint64) string {
 	if b == 0 {
 		return "nothing"
 	}
-	return fmtSize(b)
+	return bytesize.Format(b)
 }

@@ -24,19 +24,7 @@ type compareOptions struct {
 }
 
 func parseCompareFlags(args []string, stderr io.Writer) (*compareOptions, error) {
-	app := kingpin.New("gpulens-verify compare", "Compare two or more JSON reports of gpulens-verify (--output.json) figure by figure with the first, the baseline: the same host last month and today, or two providers' hosts. GPUs are matched by UUID (the same host), else paired by model and position. A figure is better or worse only when its medians differ by more than the tolerance and every run of one report lies beyond every run of the other (with at least 3 runs each, or as many as make that a 1-in-20 chance); otherwise it is same or inconclusive. Exit status: 0 no figure worse, 1 a figure worse, 2 bad input (a file that is not a gpulens-verify report of this schema version).")
-	app.UsageWriter(stderr)
-	app.ErrorWriter(stderr)
-	o := &compareOptions{}
-	tol := shareValue{name: "compare.tolerance", v: &o.tolerance}
-	ratioTol := shareValue{name: "compare.ratio-tolerance", v: &o.ratioTol}
-	app.Arg("reports", "The baseline's JSON report, then one or more to compare with it.").Required().StringsVar(&o.files)
-	app.Flag("compare.tolerance", "The smallest change of a median that counts, as a share of the baseline's: 5% or 0.05 (figures other than ratios).").Default(fmtShare(verify.DefaultCompareTolerance)).SetValue(&tol)
-	app.Flag("compare.ratio-tolerance", "The smallest change of a ratio figure (stolen time, 0–1) that counts, in absolute terms: 5% or 0.05 is 5 percentage points.").Default(fmtShare(verify.DefaultCompareRatioTolerance)).SetValue(&ratioTol)
-	app.Flag("output.json", "Also write the comparison as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
-	app.Flag("output.html", "Also write the comparison as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
-	app.Version(version.Print("gpulens-verify"))
-	app.HelpFlag.Short('h')
+	app, o := newCompareApp(stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
@@ -54,6 +42,25 @@ func parseCompareFlags(args []string, stderr io.Writer) (*compareOptions, error)
 		}
 	}
 	return o, nil
+}
+
+// newCompareApp declares the compare command's flags, stored in the
+// options it returns.
+func newCompareApp(stderr io.Writer) (*kingpin.Application, *compareOptions) {
+	app := kingpin.New("gpulens-verify compare", "Compare two or more JSON reports of gpulens-verify (--output.json) figure by figure with the first, the baseline: the same host last month and today, or two providers' hosts. GPUs are matched by UUID (the same host), else paired by model and position. A figure is better or worse only when its medians differ by more than the tolerance and every run of one report lies beyond every run of the other (with at least 3 runs each, or as many as make that a 1-in-20 chance); otherwise it is same or inconclusive. Exit status: 0 no figure worse, 1 a figure worse, 2 bad input (a file that is not a gpulens-verify report of this schema version).")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	o := &compareOptions{}
+	tol := shareValue{name: "compare.tolerance", v: &o.tolerance}
+	ratioTol := shareValue{name: "compare.ratio-tolerance", v: &o.ratioTol}
+	app.Arg("reports", "The baseline's JSON report, then one or more to compare with it.").Required().StringsVar(&o.files)
+	app.Flag("compare.tolerance", "The smallest change of a median that counts, as a share of the baseline's: 5% or 0.05 (figures other than ratios).").Default(fmtShare(verify.DefaultCompareTolerance)).SetValue(&tol)
+	app.Flag("compare.ratio-tolerance", "The smallest change of a ratio figure (stolen time, 0–1) that counts, in absolute terms: 5% or 0.05 is 5 percentage points.").Default(fmtShare(verify.DefaultCompareRatioTolerance)).SetValue(&ratioTol)
+	app.Flag("output.json", "Also write the comparison as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
+	app.Flag("output.html", "Also write the comparison as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
+	app.Version(version.Print("gpulens-verify"))
+	app.HelpFlag.Short('h')
+	return app, o
 }
 
 // runCompare is `gpulens-verify compare`: every report is read and checked

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
@@ -37,7 +38,8 @@ type options struct {
 // raw flag values, validated into options by parseFlags.
 type rawFlags struct {
 	budget, stolenWindow       time.Duration
-	maxMemory, fillLimit, vram sizeValue
+	maxMemory, fillLimit, vram uint64
+	fillLimitSet, vramSet      bool
 	fill                       bool
 	expectPCIe, expectDriver   string
 	expectCUDA, devices        string
@@ -46,38 +48,7 @@ type rawFlags struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input. `gpulens-verify compare --help`: reports compared figure by figure; `gpulens-verify burn --help`: a bounded GPU workload.")
-	app.UsageWriter(stderr)
-	app.ErrorWriter(stderr)
-	def := gpuprobe.DefaultConfig()
-	o := &options{log: &promslog.Config{Writer: stderr}, probe: def}
-	r := &rawFlags{
-		maxMemory: sizeValue{name: "probe.max-memory", v: def.MaxMemoryBytes},
-		fillLimit: sizeValue{name: "vram.fill-limit"},
-		vram:      sizeValue{name: "expect.vram"},
-	}
-	app.Flag("repeat", "Probe every device this many times; figures are reported as median, min, max and coefficient of variation.").Default("3").IntVar(&o.repeat)
-	cliflag.Duration(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
-	cliflag.Duration(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
-	cliflag.Duration(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 8 windows of an eighth each spread among the other measurements; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
-	app.Flag("probe.max-memory", "Device memory the probe may take at most, its CUDA context's own included (the rest for the measurement buffers), e.g. 2GiB; it takes what the GPU needs (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and leaves a GPU with less free than that + 768MiB alone.").Default(fmtSize(def.MaxMemoryBytes)).SetValue(&r.maxMemory)
-	app.Flag("vram.fill", "Also allocate and touch device memory in 1 GiB steps until the driver refuses or --vram.fill-limit is reached, to measure the usable VRAM. Off by default: it briefly holds all free memory.").Default("false").BoolVar(&r.fill)
-	app.Flag("vram.fill-limit", "Stop the fill test at this size, e.g. 40GiB (default: no limit beyond what the driver grants).").PlaceHolder("SIZE").SetValue(&r.fillLimit)
-	app.Flag("expect.gpu", "The GPU model you rented, one of: "+strings.Join(gpuspec.Names(), ", ")+". Checked against the device's name, and the figures are judged against its spec.").PlaceHolder("MODEL").StringVar(&o.expect.GPU)
-	app.Flag("expect.vram", "The memory each GPU should show, e.g. 80GiB or 80GB.").PlaceHolder("SIZE").SetValue(&r.vram)
-	app.Flag("expect.pcie", "The PCIe link each GPU should run at under load, e.g. gen5x16 or gen4x16.").PlaceHolder("genGxW").StringVar(&r.expectPCIe)
-	app.Flag("expect.driver", "The oldest NVIDIA driver you accept, e.g. 550 or 550.54.15.").PlaceHolder("VERSION").StringVar(&r.expectDriver)
-	app.Flag("expect.cuda", "The oldest CUDA version the driver must support, e.g. 12.4.").PlaceHolder("VERSION").StringVar(&r.expectCUDA)
-	app.Flag("expect.devices", "How many CUDA devices this host should show.").PlaceHolder("N").IsSetByUser(&r.expectDevicesSet).IntVar(&r.expectDevices)
-	app.Flag("devices", "Verify only these CUDA ordinals, e.g. 0,2 (default: every device).").PlaceHolder("LIST").StringVar(&r.devices)
-	app.Flag("output.json", "Also write the report as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
-	app.Flag("output.html", "Also write the report as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
-	app.Flag("strict", "Exit 1 on warnings too, not only on failures.").Default("false").BoolVar(&o.strict)
-	o.sim = simflag.Add(app, "Verify a simulated fleet instead of the real GPUs")
-	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
-	flag.AddFlags(app, o.log)
-	app.Version(version.Print("gpulens-verify"))
-	app.HelpFlag.Short('h')
+	app, o, r := newApp(stderr)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
@@ -98,9 +69,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--probe.stolen-window must be positive and shorter than --probe.budget (%s), got %s", r.budget, r.stolenWindow)
 	}
 	o.probe.GPUTimeBudget, o.probe.StolenWindow = r.budget, r.stolenWindow
-	o.probe.MaxMemoryBytes = r.maxMemory.v
-	o.probe.Fill, o.probe.FillLimitBytes = r.fill, r.fillLimit.v
-	if r.fillLimit.set && !r.fill {
+	o.probe.MaxMemoryBytes = r.maxMemory
+	o.probe.Fill, o.probe.FillLimitBytes = r.fill, r.fillLimit
+	if r.fillLimitSet && !r.fill {
 		return nil, fmt.Errorf("--vram.fill-limit needs --vram.fill")
 	}
 	if err := o.probe.Validate(); err != nil {
@@ -114,7 +85,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.expect.GPU = s.Key
 	}
-	o.expect.VRAMBytes = r.vram.v
+	if r.vramSet && r.vram == 0 {
+		return nil, fmt.Errorf("--expect.vram must be positive")
+	}
+	o.expect.VRAMBytes = r.vram
 	if r.expectPCIe != "" {
 		g, w, err := verify.ParsePCIe(r.expectPCIe)
 		if err != nil {
@@ -153,6 +127,40 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
+// newApp declares gpulens-verify's flags, stored in the options and raw
+// values it returns.
+func newApp(stderr io.Writer) (*kingpin.Application, *options, *rawFlags) {
+	app := kingpin.New("gpulens-verify", "One-shot host acceptance report for rented GPUs: reads NVML, runs the gpulens probe a few times on every CUDA device, and says whether each GPU is shared, partitioned or dedicated, how much VRAM is usable, whether compute and bandwidth are what the model delivers, whether neighbours steal GPU time, and whether the driver, CUDA and error handling are sound. Exit status: 0 every check passed (warnings allowed unless --strict), 1 a check failed, 2 bad input. `gpulens-verify compare --help`: reports compared figure by figure; `gpulens-verify burn --help`: a bounded GPU workload.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	def := gpuprobe.DefaultConfig()
+	o := &options{log: &promslog.Config{Writer: stderr}, probe: def}
+	r := &rawFlags{}
+	app.Flag("repeat", "Probe every device this many times; figures are reported as median, min, max and coefficient of variation.").Default("3").IntVar(&o.repeat)
+	cliflag.Duration(app, "interval", "Pause between rounds of probes (0s: back to back).", "2s", &o.interval)
+	cliflag.Duration(app, "probe.budget", "GPU time one probe of one device may use (kernels and copies, the stolen-time window included).", def.GPUTimeBudget.String(), &r.budget)
+	cliflag.Duration(app, "probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 8 windows of an eighth each spread among the other measurements; shorter than --probe.budget.", def.StolenWindow.String(), &r.stolenWindow)
+	cliflag.Bytes(app, "probe.max-memory", "Device memory the probe may take at most, its CUDA context's own included (the rest for the measurement buffers), e.g. 2GiB; it takes what the GPU needs (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and leaves a GPU with less free than that + 768MiB alone.", bytesize.Format(def.MaxMemoryBytes), &r.maxMemory)
+	app.Flag("vram.fill", "Also allocate and touch device memory in 1 GiB steps until the driver refuses or --vram.fill-limit is reached, to measure the usable VRAM. Off by default: it briefly holds all free memory.").Default("false").BoolVar(&r.fill)
+	cliflag.Bytes(app, "vram.fill-limit", "Stop the fill test at this size, e.g. 40GiB (default: no limit beyond what the driver grants).", "", &r.fillLimit).PlaceHolder("SIZE").IsSetByUser(&r.fillLimitSet)
+	app.Flag("expect.gpu", "The GPU model you rented, one of: "+strings.Join(gpuspec.Names(), ", ")+". Checked against the device's name, and the figures are judged against its spec.").PlaceHolder("MODEL").StringVar(&o.expect.GPU)
+	cliflag.Bytes(app, "expect.vram", "The memory each GPU should show, e.g. 80GiB or 80GB.", "", &r.vram).PlaceHolder("SIZE").IsSetByUser(&r.vramSet)
+	app.Flag("expect.pcie", "The PCIe link each GPU should run at under load, e.g. gen5x16 or gen4x16.").PlaceHolder("genGxW").StringVar(&r.expectPCIe)
+	app.Flag("expect.driver", "The oldest NVIDIA driver you accept, e.g. 550 or 550.54.15.").PlaceHolder("VERSION").StringVar(&r.expectDriver)
+	app.Flag("expect.cuda", "The oldest CUDA version the driver must support, e.g. 12.4.").PlaceHolder("VERSION").StringVar(&r.expectCUDA)
+	app.Flag("expect.devices", "How many CUDA devices this host should show.").PlaceHolder("N").IsSetByUser(&r.expectDevicesSet).IntVar(&r.expectDevices)
+	app.Flag("devices", "Verify only these CUDA ordinals, e.g. 0,2 (default: every device).").PlaceHolder("LIST").StringVar(&r.devices)
+	app.Flag("output.json", "Also write the report as JSON to this file.").PlaceHolder("FILE").StringVar(&o.outputJSON)
+	app.Flag("output.html", "Also write the report as a self-contained HTML page to this file.").PlaceHolder("FILE").StringVar(&o.outputHTML)
+	app.Flag("strict", "Exit 1 on warnings too, not only on failures.").Default("false").BoolVar(&o.strict)
+	o.sim = simflag.Add(app, "Verify a simulated fleet instead of the real GPUs")
+	app.Flag("cuda.library", "The CUDA driver library to load.").Default(gpuprobe.DefaultLibCUDA).StringVar(&o.cudaLibrary)
+	flag.AddFlags(app, o.log)
+	app.Version(version.Print("gpulens-verify"))
+	app.HelpFlag.Short('h')
+	return app, o, r
+}
+
 // parseOrdinals parses "0,2,3": distinct non-negative integers.
 func parseOrdinals(s string) ([]int, error) {
 	var out []int
@@ -170,34 +178,4 @@ func parseOrdinals(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// sizeValue is a byte size flag ("80GiB", "80GB") whose errors name it.
-type sizeValue struct {
-	name string
-	v    uint64
-	set  bool
-}
-
-func (s *sizeValue) Set(str string) error {
-	b, err := verify.ParseBytes(str)
-	if err != nil {
-		return fmt.Errorf("--%s: %w", s.name, err)
-	}
-	s.v, s.set = b, true
-	return nil
-}
-
-func (s *sizeValue) String() string { return fmtSize(s.v) }
-
-func fmtSize(b uint64) string {
-	switch {
-	case b == 0:
-		return ""
-	case b%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", b>>30)
-	case b%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", b>>20)
-	}
-	return fmt.Sprintf("%dB", b)
 }

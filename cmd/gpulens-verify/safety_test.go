@@ -16,7 +16,7 @@ func TestScenarioTenantGPULeftAlone(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ scenario, reason, detail string }{
 		{"testdata/exclusive-process.yaml", "compute_mode_exclusive_process", "EXCLUSIVE_PROCESS"},
-		{"testdata/nearly-full.yaml", "free_memory_low", "the probe needs 1936.0 MiB (the 1168.0 MiB it takes on this GPU, at most its budget 2048.0 MiB, + 768.0 MiB for the context)"},
+		{"testdata/nearly-full.yaml", "free_memory_low", "the probe needs 1.89 GiB (the 1.14 GiB it takes on this GPU, at most its budget 2 GiB, + 768 MiB for the context)"},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			jsonPath := filepath.Join(t.TempDir(), "report.json")

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/bytesize"
 )
 
 // How the measurements are sized. Every timed measurement but the stolen
@@ -454,7 +456,7 @@ func (s *session) deviceCopy(m string) error {
 	if size < L2BufferFactor*l2 || size < pilotCopyBytes {
 		return &notReportedError{reason: NotReportedBufferBudgetBelowL2, detail: fmt.Sprintf(
 			"copy buffers of %s (half the %s buffer budget) would sit in the %s L2 cache; the figure needs two buffers of at least %d × L2 (raise the probe's memory budget to at least %s)",
-			fmtBytes(size), fmtBytes(s.mem), fmtBytes(l2), L2BufferFactor, fmtBytes(s.cfg.MaxMemoryBytes-s.mem+2*max(L2BufferFactor*l2, pilotCopyBytes)))}
+			fmtBytes(size), fmtBytes(s.mem), fmtBytes(l2), L2BufferFactor, bytesize.Format(bytesize.RoundUp(s.cfg.MaxMemoryBytes-s.mem+2*max(L2BufferFactor*l2, pilotCopyBytes), bytesize.MiB)))}
 	}
 	f, err := s.function(KernelCopy)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/gpuid"
 )
 
@@ -462,8 +463,9 @@ func computeModeName(mode int) string {
 	return "unknown"
 }
 
-// fmtBytes writes n in MiB (one decimal).
-func fmtBytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+// fmtBytes writes n for people, as every gpulens program does
+// (bytesize.Human): "1.14 GiB", "768 MiB".
+func fmtBytes(n uint64) string { return bytesize.Human(float64(n)) }
 
 // measureAll runs the measurements in Measurements order, the stolen-time
 // windows spread among them (stolenSchedule), and then combines the

@@ -37,17 +37,17 @@ func TestProbeLeavesTenantGPUAlone(t *testing.T) {
 		{"prohibited", func(d *simdriver.Device) { d.ComputeMode = gpuprobe.ComputeModeProhibited }, nil,
 			gpuprobe.SkipComputeModeProhibited, "PROHIBITED"},
 		{"NVML free below need + reserve", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 1936<<20 - 1, true },
-			gpuprobe.SkipFreeMemoryLow, "1936.0 MiB (the 1168.0 MiB it takes on this GPU, at most its budget 2048.0 MiB, + 768.0 MiB for the context)"},
+			gpuprobe.SkipFreeMemoryLow, "the probe needs 1.89 GiB (the 1.14 GiB it takes on this GPU, at most its budget 2 GiB, + 768 MiB for the context)"},
 		{"NVML free just enough", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 1936 << 20, true }, "", ""},
 		{"NVML free plenty", nil, func(gpuprobe.DeviceInfo) (uint64, bool) { return 80 * gib, true }, "", ""},
 		// Unknown before: the context is created, found short and destroyed.
 		{"free unknown, nearly full", func(d *simdriver.Device) {
 			d.UsedByOthers = func(time.Time) uint64 { return 80*gib - 1200<<20 }
 		}, func(gpuprobe.DeviceInfo) (uint64, bool) { return 0, false },
-			gpuprobe.SkipFreeMemoryLow, "680.0 MiB free with the probe's context"},
+			gpuprobe.SkipFreeMemoryLow, "680 MiB free with the probe's context"},
 		{"no hook, nearly full", func(d *simdriver.Device) {
 			d.UsedByOthers = func(time.Time) uint64 { return 80*gib - 1200<<20 }
-		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 400.0 MiB + 768.0 MiB"},
+		}, nil, gpuprobe.SkipFreeMemoryLow, "the measurements need 400 MiB + 768 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := h100()

@@ -161,8 +161,9 @@ func TestDeviceCopyNotReportedBelowL2(t *testing.T) {
 		t.Errorf("errors %+v, want none", res.Errors)
 	}
 	if len(res.NotReported) != 1 || res.NotReported[0].Measurement != gpuprobe.MeasureDeviceCopy ||
-		res.NotReported[0].Reason != gpuprobe.NotReportedBufferBudgetBelowL2 || !strings.Contains(res.NotReported[0].Detail, "126.0 MiB L2") {
-		t.Errorf("not reported %+v, want device_copy %s naming the 126 MiB L2", res.NotReported, gpuprobe.NotReportedBufferBudgetBelowL2)
+		res.NotReported[0].Reason != gpuprobe.NotReportedBufferBudgetBelowL2 || !strings.Contains(res.NotReported[0].Detail, "126 MiB L2") ||
+		!strings.Contains(res.NotReported[0].Detail, "raise the probe's memory budget to at least 1648MiB") {
+		t.Errorf("not reported %+v, want device_copy %s naming the 126 MiB L2 and the budget to set, 1648MiB", res.NotReported, gpuprobe.NotReportedBufferBudgetBelowL2)
 	}
 	if res.DeviceCopyBytesPerSecond != 0 || res.FP32FLOPS == 0 || res.Stolen == nil {
 		t.Errorf("device copy %g, FP32 %g, stolen %v: want no device copy, the rest measured", res.DeviceCopyBytesPerSecond, res.FP32FLOPS, res.Stolen)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/bytesize"
 )
 
 // `gpulens-verify compare`: two or more reports of this tool (the same host
@@ -552,7 +554,7 @@ func figureReason(def figureDef, fc FigureComparison, j judgement) string {
 func unitFormat(unit string) func(float64) string {
 	switch unit {
 	case UnitBytes:
-		return fmtMem
+		return bytesize.Human
 	case UnitBytesPerSecond:
 		return fmtRate
 	case UnitFLOPS:
@@ -593,14 +595,6 @@ func fmtChange(fc FigureComparison) string {
 		return "-" + s
 	}
 	return "+" + s
-}
-
-// fmtMem formats bytes as GiB, or as MiB below 1 GiB: "79.5 GiB", "512 MiB".
-func fmtMem(b float64) string {
-	if math.Abs(b) < 1<<30 {
-		return trim(b/(1<<20), 1) + " MiB"
-	}
-	return fmtGiB(b)
 }
 
 // fmtTolerance formats the tolerance of a figure: "5 points" for a ratio,

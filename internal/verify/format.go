@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/bytesize"
 )
 
 // trim formats v with up to digits decimals, without trailing zeros.
@@ -17,14 +19,9 @@ func trim(v float64, digits int) string {
 	return s
 }
 
-// fmtGiB formats bytes as GiB: "79.6 GiB", "20 GiB".
-func fmtGiB(b float64) string {
-	g := b / (1 << 30)
-	if g >= 100 {
-		return trim(g, 0) + " GiB"
-	}
-	return trim(g, 1) + " GiB"
-}
+// fmtGiB writes bytes for people, as every gpulens program does
+// (bytesize.Human): "79.6 GiB", "20 GiB", "512 MiB" below 1 GiB.
+func fmtGiB(b float64) string { return bytesize.Human(b) }
 
 // fmtRate formats bytes/s in decimal units: "52.1 GB/s", "2.95 TB/s".
 func fmtRate(bps float64) string {

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpulens/gpulens/internal/pricing"
 	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -112,13 +113,18 @@ type Line struct {
 	GPUs         int     `json:"gpus"`
 }
 
-// Validate checks the terms: no negative or non-finite amount.
+// Validate checks the terms: no negative or non-finite amount, and a
+// GPU-hour price by the rule every gpulens price follows
+// (pricing.CheckPrice: 0 to 1000 USD).
 func (t Terms) Validate() error {
+	if err := pricing.CheckPrice(t.GPUHourlyUSD); err != nil {
+		return option.Errorf("%s: %w", option.Name("GPUHourlyUSD"), err)
+	}
 	for _, f := range []struct {
 		name option.Name
 		v    float64
 	}{
-		{"GPUHourlyUSD", t.GPUHourlyUSD}, {"SetupHours", t.SetupHours}, {"RetryHours", t.RetryHours},
+		{"SetupHours", t.SetupHours}, {"RetryHours", t.RetryHours},
 		{"StorageUSD", t.StorageUSD}, {"EgressUSD", t.EgressUSD},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -249,6 +255,9 @@ func price(t Terms, out *Bill) error {
 		}
 		if first.GPUHourlyUSD == 0 {
 			return option.Errorf("the reports carry no GPU price (they were run without one): set %s", option.Name("GPUHourlyUSD"))
+		}
+		if err := pricing.CheckPrice(first.GPUHourlyUSD); err != nil {
+			return option.Errorf("report %s: settings.cost.gpu_hourly_usd: %w; set %s", first.Name, err, option.Name("GPUHourlyUSD"))
 		}
 		out.GPUHourlyUSD = first.GPUHourlyUSD
 	} else {

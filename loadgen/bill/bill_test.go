@@ -153,7 +153,12 @@ func TestCampaignErrors(t *testing.T) {
 		{"negative retries", Terms{RetryHours: -0.5}, []report.Named{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
 		{"NaN storage", Terms{StorageUSD: math.NaN()}, []report.Named{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
 		{"infinite egress", Terms{EgressUSD: math.Inf(1)}, []report.Named{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
-		{"negative price", Terms{GPUHourlyUSD: -2}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD must be a non-negative number"},
+		{"negative price", Terms{GPUHourlyUSD: -2}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price -2 must not be negative"},
+		// The cap every gpulens price has (pricing.CheckPrice), in the
+		// options and in the reports.
+		{"monthly price", Terms{GPUHourlyUSD: 5000}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price 5000 is more than 1000 USD per GPU-hour (is it a monthly price?)"},
+		{"monthly price in the reports", Terms{}, []report.Named{{Name: "month.json", Doc: doc("m", time.Hour, 2000, 1, []int{1}, []int{0})}},
+			"report month.json: settings.cost.gpu_hourly_usd: price 2000 is more than 1000 USD per GPU-hour (is it a monthly price?); set GPUHourlyUSD"},
 		{"negative GPUs", Terms{GPUs: -1}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
 		{"negative increment", Terms{BillingIncrement: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
 		{"negative minimum", Terms{MinimumCharge: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},

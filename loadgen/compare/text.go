@@ -156,14 +156,14 @@ func signed(s string, v float64) string {
 }
 
 // FormatValue writes v in its unit (loadgen/format): seconds as ms or µs
-// when small, bytes in GiB, dollars to the cent or three significant
+// when small, bytes in GiB (MiB below 1 GiB), dollars to the cent or three significant
 // digits below $1, other units with three significant digits.
 func FormatValue(unit string, v float64) string {
 	switch unit {
 	case "seconds":
 		return format.Seconds(v)
 	case "bytes":
-		return format.GiB(v)
+		return format.Bytes(v)
 	case "USD":
 		return format.USD(v, 3)
 	default:

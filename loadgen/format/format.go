@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gpulens/gpulens/internal/bytesize"
 )
 
 // Sig formats v with n significant digits (whole numbers from 10^n),
@@ -52,8 +54,10 @@ func SecondsTick(v float64) string {
 	return Seconds(v)
 }
 
-// GiB is a number of bytes in GiB, three significant digits: "1.5 GiB".
-func GiB(bytes float64) string { return Sig(bytes/(1<<30), 3) + " GiB" }
+// Bytes is a number of bytes as every gpulens program writes it for
+// people (bytesize.Human): three significant digits in the largest
+// binary unit it reaches, "1.5 GiB", "40 GiB", "512 MiB".
+func Bytes(bytes float64) string { return bytesize.Human(bytes) }
 
 // Percent is a ratio as a percentage, three significant digits: "42.5 %".
 func Percent(ratio float64) string { return Sig(ratio*100, 3) + " %" }

@@ -15,7 +15,7 @@ func TestFormat(t *testing.T) {
 		{"Seconds", Seconds(0.1234), "123 ms"}, {"Seconds", Seconds(0.0000456), "45.6 µs"}, {"Seconds", Seconds(2.5), "2.5 s"},
 		{"Seconds", Seconds(0), "0 s"}, {"Seconds", Seconds(-0.05), "-50 ms"},
 		{"SecondsTick", SecondsTick(0), "0"}, {"SecondsTick", SecondsTick(0.0123), "12.3 ms"},
-		{"GiB", GiB(1.5 * (1 << 30)), "1.5 GiB"}, {"GiB", GiB(40 * (1 << 30)), "40 GiB"},
+		{"Bytes", Bytes(1.5 * (1 << 30)), "1.5 GiB"}, {"Bytes", Bytes(40 * (1 << 30)), "40 GiB"}, {"Bytes", Bytes(512 << 20), "512 MiB"},
 		{"Percent", Percent(0.4251), "42.5 %"},
 		{"USD3", USD(0.0123, 3), "$0.0123"}, {"USD3", USD(12.345, 3), "$12.35"}, {"USD3", USD(0.8, 3), "$0.80"},
 		{"USD3", USD(0.04, 3), "$0.04"}, {"USD3", USD(0, 3), "$0.00"}, {"USD3", USD(-0.5, 3), "$-0.50"},

@@ -33,7 +33,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"num":    format.Num,
 	"pct":    format.Percent,
 	"bytes": func(v float64) string {
-		return format.GiB(v)
+		return format.Bytes(v)
 	},
 	"time": func(t time.Time) string {
 		if t.IsZero() {
@@ -154,7 +154,7 @@ func build(doc *report.Document) view {
 			add("MIG instance on GPU "+mi.GPU, mi.Profile)
 		}
 		if g.Samples > 0 {
-			add("Peak GPU memory used", format.GiB(g.PeakMemoryUsedBytes))
+			add("Peak GPU memory used", format.Bytes(g.PeakMemoryUsedBytes))
 			add("Mean GPU utilisation", format.Percent(g.MeanUtilizationRatio))
 			add("GPU samples", strconv.Itoa(g.Samples))
 		}

@@ -40,12 +40,15 @@ func TestRunCostZeroCounts(t *testing.T) {
 }
 
 func TestCostSettingsValidate(t *testing.T) {
-	for _, p := range []CostSettings{{GPUHourlyUSD: -1, GPUs: 1}, {GPUHourlyUSD: 1, GPUs: 0}, {GPUHourlyUSD: 1, GPUs: 1, OverheadHours: -2}, {GPUHourlyUSD: math.NaN(), GPUs: 1}} {
+	for _, p := range []CostSettings{{GPUHourlyUSD: -1, GPUs: 1}, {GPUHourlyUSD: 1, GPUs: 0}, {GPUHourlyUSD: 1, GPUs: 1, OverheadHours: -2}, {GPUHourlyUSD: math.NaN(), GPUs: 1},
+		{GPUHourlyUSD: 5000, GPUs: 1}} { // above pricing.MaxPrice, as the exporter's flag and price file reject
 		if err := p.Validate(); err == nil {
 			t.Errorf("%+v accepted", p)
 		}
 	}
-	if err := (CostSettings{GPUHourlyUSD: 0.6, GPUs: 1}).Validate(); err != nil {
-		t.Error(err)
+	for _, p := range []CostSettings{{GPUHourlyUSD: 0.6, GPUs: 1}, {GPUHourlyUSD: 1000, GPUs: 8}} {
+		if err := p.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }

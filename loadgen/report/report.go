@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/gpulens/gpulens/internal/pricing"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 )
@@ -275,10 +276,11 @@ type CostSettings struct {
 	OverheadHours float64 `json:"overhead_hours"`
 }
 
-// Validate checks the prices.
+// Validate checks the prices: the GPU-hour price by the rule every gpulens
+// price follows (pricing.CheckPrice: 0 to 1000 USD).
 func (p CostSettings) Validate() error {
-	if p.GPUHourlyUSD < 0 || math.IsNaN(p.GPUHourlyUSD) || math.IsInf(p.GPUHourlyUSD, 0) {
-		return option.Errorf("%s must be a non-negative number, got %v", option.Name("GPUHourlyUSD"), p.GPUHourlyUSD)
+	if err := pricing.CheckPrice(p.GPUHourlyUSD); err != nil {
+		return option.Errorf("%s: %w", option.Name("GPUHourlyUSD"), err)
 	}
 	if p.GPUs < 1 {
 		return option.Errorf("%s must be at least 1, got %d", option.Name("GPUs"), p.GPUs)
