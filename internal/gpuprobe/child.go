@@ -418,3 +418,8 @@ func RunChild(ctx context.Context, stdin io.Reader, stdout io.Writer, open func(
 	}
 	return 0
 }
+
+// ComputeModeSkip is the skip reason of a compute mode (ComputeMode*, the
+// same numbers NVML uses), "" for DEFAULT: a caller that reads the mode
+// from NVML leaves the device alone without starting a child.
+func ComputeModeSkip(mode int) string { return computeModeSkip(mode) }
