@@ -127,7 +127,7 @@ func TestProbeWithoutLibcuda(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newProbe(f, cfg, func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(f.cudaLibrary, popts) }, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
+	p, err := newProbe(f, cfg, func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(f.cudaLibrary, popts) }, nil, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,10 @@ type sources struct {
 	prices collector.PriceSource
 	// prober opens the continuous probe over a CUDA driver.
 	prober func(gpuprobe.Options) collector.OpenProber
+	// probeChildArgs are the flags that give a probe child (one per MIG
+	// instance CUDA does not show the exporter: child.go) the same driver:
+	// --cuda.library, or the simulated fleet on its timeline.
+	probeChildArgs []string
 	// close releases them: the pod-resources refresh, then NVML.
 	close func()
 }
@@ -61,11 +65,12 @@ func realSources(ctx context.Context, o *options, logger *slog.Logger) (*sources
 	}
 	procs, stop := setupAttribution(ctx, o.attribution, o.interval, logger)
 	return &sources{
-		nvml:      lib,
-		processes: procs,
-		host:      collector.NewProcfsHost(o.attribution.procfs, nil),
-		prober:    func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(o.probe.cudaLibrary, popts) },
-		close:     func() { stop(); shutdown() },
+		nvml:           lib,
+		processes:      procs,
+		host:           collector.NewProcfsHost(o.attribution.procfs, nil),
+		prober:         func(popts gpuprobe.Options) collector.OpenProber { return libcudaProber(o.probe.cudaLibrary, popts) },
+		probeChildArgs: []string{"--cuda.library=" + o.probe.cudaLibrary},
+		close:          func() { stop(); shutdown() },
 	}, nil
 }
 
@@ -91,11 +96,14 @@ func simSources(fleet *gpusim.Fleet, o *options, logger *slog.Logger) (*sources,
 		},
 		host: simHost{fleet},
 		prober: func(popts gpuprobe.Options) collector.OpenProber {
-			drv := fleet.ProbeDriver()
+			// As libcuda does, the simulated driver shows what this
+			// process's CUDA_VISIBLE_DEVICES lets it see.
+			drv := fleet.ProbeDriverVisible(os.Getenv("CUDA_VISIBLE_DEVICES"))
 			logger.Info("probe: simulated CUDA driver of the scenario (--cuda.library is not loaded)")
 			return func() (gpuprobe.Prober, func() error, error) { return gpuprobe.New(drv, popts), nil, nil }
 		},
-		close: shutdown,
+		probeChildArgs: o.sim.ChildArgs(fleet),
+		close:          shutdown,
 	}
 	logger.Info("simulated GPUs: process names, pods and host usage come from the scenario's tenants, not from procfs or the kubelet")
 	if fleet.Scenario().HasPrices() {

@@ -187,6 +187,11 @@ type ChildOptions struct {
 	// Env is the child's environment before CUDA_VISIBLE_DEVICES is set to
 	// the instance's UUID; nil: this process's.
 	Env []string
+	// Visible is this process's own CUDA_VISIBLE_DEVICES ("": unset). When
+	// set, it is the operator's choice of devices: only the MIG instances
+	// it names by UUID get a child, the others are skipped
+	// (SkipMIGInstanceNotVisible) without one.
+	Visible string
 	// FreeMemory is the instance's free memory from NVML before the child
 	// creates a context (keyed by DeviceInfo.UUID, the instance's); nil or
 	// unknown: the child checks it with its context, as Probe does.
@@ -243,6 +248,10 @@ func (c *ChildProber) ProbeInstance(ctx context.Context, uuid string, cfg Config
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
+	}
+	if !c.allowed(uuid) {
+		return Result{Skipped: &Skip{Reason: SkipMIGInstanceNotVisible, Detail: fmt.Sprintf(
+			"CUDA_VISIBLE_DEVICES=%s does not name %s: no probe child started", c.o.Visible, uuid)}}, nil
 	}
 	req := ChildRequest{UUID: uuid, Config: cfg}
 	if c.o.FreeMemory != nil {
@@ -319,6 +328,19 @@ func (c *ChildProber) ProbeInstance(ctx context.Context, uuid string, cfg Config
 	res := *resp.Result
 	res.Child = &usage
 	return res, nil
+}
+
+// allowed tells whether ChildOptions.Visible lets a child reach uuid.
+func (c *ChildProber) allowed(uuid string) bool {
+	if strings.TrimSpace(c.o.Visible) == "" {
+		return true
+	}
+	for _, f := range strings.Split(c.o.Visible, ",") {
+		if strings.EqualFold(strings.TrimSpace(f), uuid) {
+			return true
+		}
+	}
+	return false
 }
 
 // withoutVar is env without the variable name.

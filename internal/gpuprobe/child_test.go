@@ -206,3 +206,30 @@ func TestChildErrorKeepsLabel(t *testing.T) {
 		t.Errorf("err %v (label %s), want the child's cuCtxCreate error", err, gpuprobe.ErrorLabel(err))
 	}
 }
+
+// TestChildProberHonoursVisible: where this process's CUDA_VISIBLE_DEVICES
+// is set, only the MIG instances it names get a child; the others are
+// skipped as not visible, without a child.
+func TestChildProberHonoursVisible(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := childDevices()
+	c, err := gpuprobe.NewChildProber(gpuprobe.ChildOptions{Path: self, Env: append(os.Environ(), childModeEnv+"=probe"),
+		Visible: devs[1].UUID + ", " + strings.ToLower(devs[3].UUID), FreeMemory: childFreeMemory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := c.ProbeInstance(ctx, devs[2].UUID, gpuprobe.ExporterConfig())
+	if err != nil || res.Skipped == nil || res.Skipped.Reason != gpuprobe.SkipMIGInstanceNotVisible || res.Child != nil {
+		t.Errorf("an instance CUDA_VISIBLE_DEVICES leaves out: %+v, child %+v, %v; want a skip without a child", res.Skipped, res.Child, err)
+	}
+	res, err = c.ProbeInstance(ctx, devs[3].UUID, gpuprobe.ExporterConfig())
+	if err != nil || res.Skipped != nil || res.Child == nil || res.Device.UUID != devs[3].UUID {
+		t.Errorf("an instance it names: %+v, %v; want it measured by a child", res.Skipped, err)
+	}
+}
