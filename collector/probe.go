@@ -192,9 +192,9 @@ type probeDevice struct {
 	failing         bool
 	// child: the probe children that measured this MIG instance
 	// (probe_mig.go); nil for a device probed in process.
-	child           *childCost
-	seen            bool // succeeded at least once (first success is logged)
-	warned          bool // an unmatched device was logged
+	child  *childCost
+	seen   bool // succeeded at least once (first success is logged)
+	warned bool // an unmatched device was logged
 }
 
 type probeErrKey struct{ measurement, err string }
