@@ -119,6 +119,11 @@ type ProbeOptions struct {
 	// a context (gpuprobe.Options.FreeMemory, wired by the opener) and the
 	// MIG instances CUDA does not show it (probe_safety.go).
 	NVML NVMLView
+	// Instances, when set with NVML, probes each MIG instance NVML lists
+	// and CUDA does not show this process, one child process each
+	// (gpuprobe.ChildProber), after the devices CUDA shows; nil: those
+	// instances count as skipped, mig_instance_not_visible (probe_mig.go).
+	Instances InstanceProber
 	// Activity tells what NVML showed of each GPU's processes during a
 	// probe, for the unexplained stolen time; nil: not known (reason
 	// no_process_utilization).
@@ -202,8 +207,11 @@ type probeDevice struct {
 	// configuration, by measurement and reason (probeErrKey.err).
 	notReportedRuns map[probeErrKey]float64
 	failing         bool
-	seen            bool // succeeded at least once (first success is logged)
-	warned          bool // an unmatched device was logged
+	// child: the probe children that measured this MIG instance
+	// (probe_mig.go); nil for a device probed in process.
+	child  *childCost
+	seen   bool // succeeded at least once (first success is logged)
+	warned bool // an unmatched device was logged
 	// busy guards this device's prober calls when devices are probed
 	// together (ProbeCollector.guard).
 	busy atomic.Bool
@@ -379,7 +387,7 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 	}
 	hidden := p.invisibleMIG(listed)
 	for k := range p.devices {
-		if !listed[k] && !hidden[k] {
+		if !listed[k] && !hidden.has(k) {
 			delete(p.devices, k)
 		}
 	}
@@ -399,6 +407,9 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 			probed = append(probed, st)
 		}
 	}
+	// The MIG instances CUDA does not show this process: one child
+	// process each (probe_mig.go).
+	probed = append(probed, p.probeHidden(ctx, hidden)...)
 	p.explain(ctx, probed)
 }
 
@@ -562,7 +573,14 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return // shutting down: not the device's fault
 	}
+	p.record(ctx, st, res, err, d.Ordinal)
+}
+
+// record counts one probe of st (in process, or in a child for a MIG
+// instance: probe_mig.go) and keeps its result.
+func (p *ProbeCollector) record(ctx context.Context, st *probeDevice, res gpuprobe.Result, err error, ordinal int) {
 	st.runs++
+	st.countChild(res.Child)
 	st.unexplained = nil
 	for _, me := range res.Errors {
 		st.errs[probeErrKey{me.Measurement, gpuprobe.MeasurementErrorLabel(me)}]++
@@ -574,7 +592,7 @@ func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.
 		st.errs[probeErrKey{ProbeMeasurementProbe, gpuprobe.ErrorLabel(err)}]++
 		st.result = nil
 		if !st.failing {
-			p.logger.Warn("probe: device probe failed; retrying every interval", "gpu", st.gpu, "uuid", st.uuid, "cuda_ordinal", d.Ordinal, "err", err)
+			p.logger.Warn("probe: device probe failed; retrying every interval", "gpu", st.gpu, "uuid", st.uuid, "cuda_ordinal", ordinal, "err", err)
 		} else {
 			p.logger.Debug("probe: device probe still failing", "gpu", st.gpu, "uuid", st.uuid, "err", err)
 		}
@@ -765,7 +783,7 @@ func DescribeProbe(ch chan<- *prometheus.Desc) {
 		probeGPUTimeDesc, probeRunsDesc, probeErrorsDesc, probeMemFreeDesc, probeMemTotalDesc, probeH2DDesc,
 		probeD2HDesc, probeDeviceCopyDesc, probeFP32Desc, probeTensorDesc, probeLaunchDesc, probeStolenDesc, probeUnexplainedDesc,
 		probeUnexplainedUpperDesc, probeUnexplainedUnknownDesc, probeGapDesc,
-		probeSkippedDesc, probeNotReportedDesc, probeContextMemDesc} {
+		probeSkippedDesc, probeNotReportedDesc, probeContextMemDesc, probeChildCPUDesc, probeChildRSSDesc} {
 		ch <- d
 	}
 }
@@ -845,6 +863,7 @@ func (st *probeDevice) appendMetrics(ms []prometheus.Metric) []prometheus.Metric
 			}
 		}
 	}
+	ms = st.appendChildMetrics(ms)
 	r := st.result
 	if r == nil {
 		return ms

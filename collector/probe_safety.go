@@ -47,6 +47,10 @@ type NVMLView interface {
 	// FallbackSelfPID is the exporter's own PID as the process collectors
 	// take it until the probe has found it (ProcessOptions.SelfPID).
 	FallbackSelfPID() uint32
+	// ComputeMode is the compute mode NVML last reported for the GPU with
+	// label gpu (gpuprobe.ComputeMode*: NVML's numbers are CUDA's), when
+	// known.
+	ComputeMode(gpu string) (int, bool)
 }
 
 // FallbackSelfPID implements NVMLView.
@@ -144,6 +148,26 @@ func (s *Sampler) MIGInstances() []GPUIdentity {
 	return out
 }
 
+// ComputeMode implements NVMLView from the latest snapshot's one-hot
+// gpulens_gpu_compute_mode (the mode collector); unknown without it.
+func (s *Sampler) ComputeMode(gpu string) (int, bool) {
+	for _, m := range s.Snapshot().Metrics {
+		if m.Desc() != computeModeDesc {
+			continue
+		}
+		labels, v, ok := readMetric(m)
+		if !ok || v != 1 || labels["gpu"] != gpu {
+			continue
+		}
+		for _, cm := range computeModes {
+			if cm.name == labels["mode"] {
+				return int(cm.mode), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // readMetric returns a const metric's labels and gauge or counter value.
 func readMetric(m prometheus.Metric) (map[string]string, float64, bool) {
 	var pb dto.Metric
@@ -163,30 +187,53 @@ func readMetric(m prometheus.Metric) (map[string]string, float64, bool) {
 	return labels, 0, false
 }
 
-// invisibleMIG records a run on every MIG instance NVML lists that CUDA
-// did not (listed: the CUDA devices' keys) as skipped with
-// mig_instance_not_visible, and returns their keys.
-func (p *ProbeCollector) invisibleMIG(listed map[string]bool) map[string]bool {
+// invisibleMIG returns the MIG instances NVML lists that CUDA did not
+// (listed: the CUDA devices' keys). Without ProbeOptions.Instances it
+// records a run on each as skipped with mig_instance_not_visible and
+// returns them to keep, not to probe; with it, probeHidden probes them.
+func (p *ProbeCollector) invisibleMIG(listed map[string]bool) hiddenMIG {
+	var h hiddenMIG
 	if p.opts.NVML == nil {
-		return nil
+		return h
 	}
-	out := map[string]bool{}
 	for _, in := range p.opts.NVML.MIGInstances() {
 		if listed[in.UUID] {
 			continue
 		}
-		out[in.UUID] = true
-		st := p.devices[in.UUID]
-		if st == nil {
-			st = &probeDevice{gpu: in.GPU, uuid: in.UUID, matched: true, errs: map[probeErrKey]float64{}}
-			p.devices[in.UUID] = st
-			p.logger.Info("probe: MIG instance not measured: CUDA shows this process one MIG instance", "gpu", in.GPU, "mig_uuid", in.UUID)
+		h.keys = append(h.keys, in.UUID)
+		if p.opts.Instances != nil {
+			h.probe = append(h.probe, in)
+			continue
+		}
+		st := p.instanceState(in)
+		if st.runs == 0 {
+			p.logger.Info("probe: MIG instance not measured: CUDA shows this process one MIG instance, and probe children are off", "gpu", in.GPU, "mig_uuid", in.UUID)
 		}
 		st.runs++
 		st.skip(gpuprobe.SkipMIGInstanceNotVisible)
 		st.result = nil
 	}
-	return out
+	return h
+}
+
+// hiddenMIG are the MIG instances CUDA does not show this process: keys
+// the states to keep, probe those to probe in child processes.
+type hiddenMIG struct {
+	keys  []string
+	probe []GPUIdentity
+}
+
+func (h hiddenMIG) has(key string) bool { return slices.Contains(h.keys, key) }
+
+// instanceState is the state of a MIG instance CUDA does not show this
+// process, labelled with its parent's gpu and its MIG UUID.
+func (p *ProbeCollector) instanceState(in GPUIdentity) *probeDevice {
+	st := p.devices[in.UUID]
+	if st == nil {
+		st = &probeDevice{gpu: in.GPU, uuid: in.UUID, matched: true, errs: map[probeErrKey]float64{}}
+		p.devices[in.UUID] = st
+	}
+	return st
 }
 
 // notReported counts a measurement left out for a reason of the

@@ -399,6 +399,11 @@ var docOnly = map[string]string{
 	"gpulens_probe_skipped_total":                   "appears with the probe's first skip (exclusive or prohibited compute mode, low free memory, a MIG instance not visible); the golden scenarios with the probe have none",
 	"gpulens_probe_not_reported_total":              "appears with the first figure a too small --collector.probe.max-memory cannot serve; the default fits every simulated GPU",
 	"gpulens_probe_unexplained_stolen_time_unknown": "present only while the unexplained stolen time is not known (process collectors off, MIG, NVML's samples not read in time or absent); the golden scenarios with the probe judge every window (collector/unexplained_test.go serves it)",
+	// Only MIG instances probed by children have them; the golden MIG
+	// scenarios run without the probe (TestProbeMeasuresEveryMIGInstanceOfDemo
+	// checks them on the demo scenario).
+	"gpulens_probe_child_cpu_seconds_total":         "only on MIG instances probed by child processes",
+	"gpulens_probe_child_max_resident_memory_bytes": "only on MIG instances probed by child processes",
 }
 
 var docFamily = regexp.MustCompile("(?m)^\\| `(gpulens_[a-z0-9_]+)`")

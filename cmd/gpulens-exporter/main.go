@@ -142,6 +142,10 @@ func joinNames(names []string) string {
 
 // run is main without the process exit, so tests can drive it.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == gpuprobe.ChildCommand {
+		// A probe child this program started for a MIG instance (child.go).
+		return runProbeChild(ctx, args[1:], os.Stdin, os.Stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpulens-exporter: error: %v\n", err)
@@ -204,7 +208,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 	// exposition renders with the rest; a scrape never calls CUDA.
 	var probe *collector.ProbeCollector
 	if o.probe.enabled {
-		if probe, err = newProbe(o.probe, o.probeConfig, src.prober, sampler, logger); err != nil {
+		if probe, err = newProbe(o.probe, o.probeConfig, src.prober, src.probeChildArgs, sampler, logger); err != nil {
 			return err
 		}
 		reg.MustRegister(probe)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ type probeFlags struct {
 	maxMemory    uint64
 	cudaLibrary  string
 	schedule     string
+	migChildren  bool
 }
 
 func addProbeFlags(app *kingpin.Application, f *probeFlags) {
@@ -46,6 +48,7 @@ func addProbeFlags(app *kingpin.Application, f *probeFlags) {
 	cliflag.Duration(app, "collector.probe.stolen-window", "How long the stolen-time kernel watches the GPU timer in all, in 4 windows of a quarter each spread over the run; part of --collector.probe.budget.", "100ms", &f.stolenWindow)
 	cliflag.Bytes(app, "collector.probe.max-memory", "Device memory one probe may take at most, its CUDA context's own (a few hundred MiB) included, e.g. 1280MiB, 2GiB; on each GPU it takes only what it needs there (768MiB for the context and two copy buffers of 4x the L2 cache: 1168MiB on an H100, 1776MiB on a B200) and skips a GPU with less free than that plus 768MiB; below what a GPU needs, its device copy is not reported (gpulens_probe_not_reported_total).", "2GiB", &f.maxMemory)
 	app.Flag("collector.probe.schedule", "How a probe run takes the node's devices: sequential (one after another: a tenant spread over N GPUs, such as a tensor-parallel model, is slowed N times per run) or together (every device at once, each with its own budget: such a tenant is slowed once per run; the devices' host copies share the host's bandwidth).").Default(collector.ProbeSequential).StringVar(&f.schedule)
+	app.Flag("collector.probe.mig-children", "Probe each MIG instance that CUDA does not show the exporter (CUDA enumerates one MIG instance per process) in a child process of its own: the exporter's binary, with CUDA_VISIBLE_DEVICES=MIG-<uuid>, one instance after another, under the same budget, deadline and safety checks. Off: those instances count as gpulens_probe_skipped_total{reason=\"mig_instance_not_visible\"}.").Default("true").BoolVar(&f.migChildren)
 	app.Flag("cuda.library", "CUDA driver library the probe loads (a name searched on the library path, or a path).").Default("libcuda.so.1").StringVar(&f.cudaLibrary)
 }
 
@@ -86,7 +89,7 @@ func (f *probeFlags) config() (gpuprobe.Config, error) {
 
 // newProbe builds the continuous probe over the CUDA driver prober opens
 // (the sources': libcuda or the simulated fleet's).
-func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Options, together bool) collector.OpenProber, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
+func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Options, together bool) collector.OpenProber, childArgs []string, dir collector.GPUDirectory, logger *slog.Logger) (*collector.ProbeCollector, error) {
 	popts := gpuprobe.Options{Logger: logger}
 	// NVML's free memory (from the sampler's snapshot) before the probe
 	// creates a context, and the MIG instances CUDA does not show it.
@@ -101,6 +104,16 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Opti
 	logger.Info("probe enabled", "interval", f.interval, "schedule", f.schedule, "budget", cfg.GPUTimeBudget, "stolen_window", cfg.StolenWindow,
 		"max_memory", bytesize.Format(cfg.MaxMemoryBytes), "deadline", gpuprobe.Deadline(cfg))
 	opts := collector.ProbeOptions{Interval: f.interval, Jitter: f.jitter, Schedule: f.schedule, Config: cfg, Logger: logger, NVML: nv}
+	if nv != nil && f.migChildren {
+		// The MIG instances CUDA does not show this process: one child
+		// each, this program in its probe-child mode.
+		children, err := probeChildren(childArgs, popts.FreeMemory, logger)
+		if err != nil {
+			logger.Warn("probe: MIG instances other than the one CUDA shows the exporter will not be measured", "err", err)
+		} else {
+			opts.Instances = children
+		}
+	}
 	// The sampler keeps each GPU's per-process samples for the
 	// unexplained stolen time.
 	if s, ok := dir.(interface {
@@ -111,4 +124,21 @@ func newProbe(f probeFlags, cfg gpuprobe.Config, prober func(popts gpuprobe.Opti
 		opts.Activity = s
 	}
 	return collector.NewProbeCollector(open, dir, opts)
+}
+
+// probeChildren runs this program as a probe child (child.go) with args,
+// logging at the exporter's level to its standard error, which the parent
+// keeps the end of for its errors.
+func probeChildren(args []string, free gpuprobe.FreeMemoryFunc, logger *slog.Logger) (*gpuprobe.ChildProber, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program to run as a probe child: %w", err)
+	}
+	return gpuprobe.NewChildProber(gpuprobe.ChildOptions{
+		Path:       self,
+		Args:       append([]string{gpuprobe.ChildCommand}, args...),
+		Visible:    os.Getenv("CUDA_VISIBLE_DEVICES"),
+		FreeMemory: free,
+		Logger:     logger,
+	})
 }

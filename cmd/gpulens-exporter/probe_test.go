@@ -108,7 +108,7 @@ func TestProbeWithoutLibcuda(t *testing.T) {
 	}
 	p, err := newProbe(f, cfg, func(popts gpuprobe.Options, together bool) collector.OpenProber {
 		return libcudaProber(f.cudaLibrary, popts, together)
-	}, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
+	}, nil, fixedGPUs{{GPU: "0", UUID: "GPU-0", PCIBusID: "00000000:18:00.0"}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

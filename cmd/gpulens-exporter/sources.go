@@ -34,6 +34,10 @@ type sources struct {
 	// whose probes of different devices may run at once
 	// (--collector.probe.schedule=together).
 	prober func(popts gpuprobe.Options, together bool) collector.OpenProber
+	// probeChildArgs are the flags that give a probe child (one per MIG
+	// instance CUDA does not show the exporter: child.go) the same driver:
+	// --cuda.library, or the simulated fleet on its timeline.
+	probeChildArgs []string
 	// close releases them: the pod-resources refresh, then NVML.
 	close func()
 }
@@ -69,7 +73,8 @@ func realSources(ctx context.Context, o *options, logger *slog.Logger) (*sources
 		prober: func(popts gpuprobe.Options, together bool) collector.OpenProber {
 			return libcudaProber(o.probe.cudaLibrary, popts, together)
 		},
-		close: func() { stop(); shutdown() },
+		probeChildArgs: []string{"--cuda.library=" + o.probe.cudaLibrary},
+		close:          func() { stop(); shutdown() },
 	}, nil
 }
 
@@ -95,7 +100,10 @@ func simSources(fleet *gpusim.Fleet, o *options, logger *slog.Logger) (*sources,
 		},
 		host: simHost{fleet},
 		prober: func(popts gpuprobe.Options, together bool) collector.OpenProber {
-			drv := fleet.ProbeDriver()
+			// As libcuda does, the simulated driver shows what this
+			// process's CUDA_VISIBLE_DEVICES lets it see.
+			visible := os.Getenv("CUDA_VISIBLE_DEVICES")
+			drv := fleet.ProbeDriverVisible(visible)
 			logger.Info("probe: simulated CUDA driver of the scenario (--cuda.library is not loaded)")
 			if together {
 				// A simulated driver keeps one current context and one
@@ -103,12 +111,13 @@ func simSources(fleet *gpusim.Fleet, o *options, logger *slog.Logger) (*sources,
 				// virtual clock starts at the fleet's, as the devices of
 				// one node run side by side.
 				return func() (gpuprobe.Prober, func() error, error) {
-					return gpuprobe.NewPerDevice(drv, func(int) gpuprobe.Driver { return fleet.ProbeDriver() }, popts), nil, nil
+					return gpuprobe.NewPerDevice(drv, func(int) gpuprobe.Driver { return fleet.ProbeDriverVisible(visible) }, popts), nil, nil
 				}
 			}
 			return func() (gpuprobe.Prober, func() error, error) { return gpuprobe.New(drv, popts), nil, nil }
 		},
-		close: shutdown,
+		probeChildArgs: o.sim.ChildArgs(fleet),
+		close:          shutdown,
 	}
 	logger.Info("simulated GPUs: process names, pods and host usage come from the scenario's tenants, not from procfs or the kubelet")
 	if fleet.Scenario().HasPrices() {

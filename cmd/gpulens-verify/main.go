@@ -35,6 +35,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "burn" {
 		return runBurn(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == gpuprobe.ChildCommand {
+		// A probe child this program started for a MIG instance (child.go).
+		return runProbeChild(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "compare" {
 		return runCompare(args[1:], stdout, stderr)
 	}
@@ -127,6 +131,18 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		}
 		p := gpuprobe.New(drv, popts)
 		src.Prober = p
+		if src.NVML != nil {
+			// The MIG instances CUDA does not show this process: one
+			// child each, this program in its probe-child mode.
+			if self, err := os.Executable(); err != nil {
+				logger.Warn("MIG instances other than the one CUDA shows this process will not be measured", "err", err)
+			} else if c, err := gpuprobe.NewChildProber(gpuprobe.ChildOptions{
+				Path: self, Args: append([]string{gpuprobe.ChildCommand}, g.probeChildArgs...),
+				Visible: os.Getenv("CUDA_VISIBLE_DEVICES"), FreeMemory: popts.FreeMemory, Logger: logger,
+			}); err == nil {
+				src.Instances = c
+			}
+		}
 		// A probe cut off by its deadline may still be in a driver call:
 		// give it a moment to end before the library is closed.
 		closers = append(closers, func() {

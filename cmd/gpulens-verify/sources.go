@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -21,6 +22,9 @@ type gpus struct {
 	driverErr error
 	// sim describes the simulated fleet; nil for the real GPUs.
 	sim *verify.Simulation
+	// probeChildArgs give a probe child (child.go) the same driver:
+	// --cuda.library, or the simulated fleet on its timeline.
+	probeChildArgs []string
 	// close unloads libcuda.
 	close func()
 }
@@ -38,9 +42,12 @@ func openGPUs(sim *simflag.Flags, cudaLibrary string, logger *slog.Logger) (*gpu
 		}
 		name := fleet.Scenario().Name
 		logger.Warn("SIMULATED GPUs: no real GPU is used", "scenario", name, "seed", sim.Seed)
-		return &gpus{nvml: fleet.Interface(), driver: fleet.ProbeDriver(), sim: &verify.Simulation{Scenario: name, Seed: sim.Seed}, close: func() {}}, nil
+		// As libcuda does, the simulated driver shows what this process's
+		// CUDA_VISIBLE_DEVICES lets it see.
+		return &gpus{nvml: fleet.Interface(), driver: fleet.ProbeDriverVisible(os.Getenv("CUDA_VISIBLE_DEVICES")),
+			sim: &verify.Simulation{Scenario: name, Seed: sim.Seed}, probeChildArgs: sim.ChildArgs(fleet), close: func() {}}, nil
 	}
-	g := &gpus{nvml: nvml.New(), close: func() {}}
+	g := &gpus{nvml: nvml.New(), probeChildArgs: []string{"--cuda.library=" + cudaLibrary}, close: func() {}}
 	cuda, err := gpuprobe.Open(cudaLibrary)
 	if err != nil {
 		g.driverErr = err

@@ -17,6 +17,7 @@ const (
 	LabelPanic       = "panic"             // the probe panicked (ErrPanic)
 	LabelNoDevice    = "no_device"         // CUDA lists no device (ErrNoDevice, CUDA_ERROR_NO_DEVICE)
 	LabelUnavailable = "unavailable"       // the CUDA library could not be loaded
+	LabelChildFailed = "child_failed"      // a probe child (child.go) could not start, crashed or gave no response
 	LabelOther       = "other"
 )
 
@@ -31,7 +32,10 @@ var (
 // set, CUDA errors by name.
 func ErrorLabel(err error) string {
 	var ce *CUDAError
+	var child *childError
 	switch {
+	case errors.As(err, &child) && child.info.Label != "":
+		return child.info.Label // as the probe child labelled it
 	case errors.Is(err, context.DeadlineExceeded):
 		return LabelDeadline
 	case errors.Is(err, ErrBusy):
@@ -40,6 +44,8 @@ func ErrorLabel(err error) string {
 		return LabelPanic
 	case errors.Is(err, ErrNoDevice):
 		return LabelNoDevice
+	case errors.Is(err, ErrChildFailed):
+		return LabelChildFailed
 	case errors.Is(err, context.Canceled):
 		return LabelCanceled
 	case errors.As(err, &ce):

@@ -184,6 +184,11 @@ type Result struct {
 	// configuration rather than a failure (their figure is absent, and
 	// they are not Errors): see NotReported* for the reasons.
 	NotReported []NotReported `json:"not_reported,omitempty"`
+
+	// Child is set when the probe ran in a child process of its own (a
+	// MIG instance this process's CUDA does not show: ChildProber): what
+	// that process cost.
+	Child *ChildUsage `json:"child,omitempty"`
 }
 
 // Reasons a measurement is not reported (NotReported.Reason; the reason

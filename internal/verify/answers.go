@@ -307,7 +307,9 @@ func deviceCount(rep *Report, o Options) Check {
 	var who string
 	switch {
 	case haveCUDA:
-		visible, who = len(h.CUDADevices), "CUDA"
+		// With the MIG instances reached by probe children (one MIG
+		// instance per process).
+		visible, who = len(h.CUDADevices)+childDevices(rep.Devices), "CUDA"
 	case haveNVML:
 		visible, who = h.NVML.DeviceCount, "NVML"
 	default:

@@ -187,8 +187,9 @@ type Host struct {
 // Device is one CUDA device (or, without CUDA, one NVML GPU) with
 // everything measured and judged about it.
 type Device struct {
-	// Label is "CUDA 0" for CUDA ordinal 0, or "NVML GPU 0" when CUDA could
-	// not be used.
+	// Label is "CUDA 0" for CUDA ordinal 0, "NVML GPU 0" when CUDA could
+	// not be used, "NVML GPU 4 MIG 1g.10gb (GPU instance 3)" for a MIG
+	// instance probed by a child (ProbeChild).
 	Label    string `json:"label"`
 	Name     string `json:"name"`
 	UUID     string `json:"uuid,omitempty"`
@@ -207,6 +208,10 @@ type Device struct {
 	Checks  []Check    `json:"checks"`
 	Answers []Answer   `json:"answers"`
 	Verdict Status     `json:"verdict"`
+	// ProbeChild: a MIG instance this process's CUDA does not show,
+	// probed by a child process of its own (mig.go); CUDA is then the
+	// device as the child saw it.
+	ProbeChild bool `json:"probe_child,omitempty"`
 }
 
 // SpecRef is the spec a device was judged against.

@@ -27,6 +27,10 @@ type Sources struct {
 	// libcuda, no permission).
 	Prober    gpuprobe.Prober
 	CUDAError string
+	// Instances, when set, probes each MIG instance NVML lists and CUDA
+	// does not show this process (one MIG instance per process), in a
+	// child process of its own (mig.go); nil: those are not reported.
+	Instances InstanceProber
 }
 
 // Options parameterise Run.
@@ -130,13 +134,16 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if prober != nil {
+		devices, devHandles = addHiddenMIG(devices, devHandles, rep.Host.NVML, handles, src.Instances, o.Devices)
+	}
 
 	// Probe: every device once per round, rounds Interval apart, so that
 	// the repeats sample the GPUs over the whole run.
 	var samplers []*sampler
 	for i := range devices {
 		var s *sampler
-		if devHandles[i] != nil && devices[i].CUDA != nil {
+		if devHandles[i] != nil && (devices[i].CUDA != nil || devices[i].ProbeChild) {
 			s = newSampler(devHandles[i])
 		}
 		samplers = append(samplers, s)
@@ -154,10 +161,12 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 			}
 			for i := range devices {
 				d := &devices[i]
-				if d.CUDA == nil {
+				pr, ordinal, ok := deviceProber(d, prober, src.Instances)
+				if !ok {
 					continue
 				}
-				run := probeOnce(ctx, prober, d.CUDA.Ordinal, o.Probe, timeout, samplers[i], every)
+				run := probeOnce(ctx, pr, ordinal, o.Probe, timeout, samplers[i], every)
+				noteChild(d, run)
 				switch {
 				case d.MIG != nil && run.Result != nil && run.Result.Stolen != nil:
 					u := gpuprobe.Unknown(gpuprobe.UnknownMIG)

@@ -165,6 +165,11 @@ func (f *Fleet) Node() string { return f.node }
 // Scenario returns the scenario the fleet runs.
 func (f *Fleet) Scenario() *Scenario { return f.sc }
 
+// Start is the fleet's sim time zero (Options.Start, or when New was
+// called): another process given it (--sim.start), the seed and the speed
+// sees the same GPUs at the same moment.
+func (f *Fleet) Start() time.Time { return f.start }
+
 // Elapsed is the current sim time: Speed × (Now() − Start), never negative.
 func (f *Fleet) Elapsed() time.Duration {
 	return time.Duration(f.elapsed() * float64(time.Second))

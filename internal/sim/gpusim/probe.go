@@ -150,11 +150,19 @@ func (d *device) probeSlowdown(t float64) float64 {
 // (simdriver.Visible). Compute modes, other processes' contexts, the
 // context's own memory and the L2 size: computemode.go. Lost GPUs still
 // answer the probe.
-func (f *Fleet) ProbeDriver() gpuprobe.Driver {
+func (f *Fleet) ProbeDriver() gpuprobe.Driver { return f.ProbeDriverVisible("") }
+
+// ProbeDriverVisible is ProbeDriver for a process whose
+// CUDA_VISIBLE_DEVICES is visible ("": every device): the devices it names
+// (UUIDs, "MIG-…" ones included, or indices), in its order, and at most one
+// MIG instance, the first it names, as CUDA enumerates them. A probe child
+// given CUDA_VISIBLE_DEVICES=MIG-<uuid> sees that instance alone.
+func (f *Fleet) ProbeDriverVisible(visible string) gpuprobe.Driver {
 	return simdriver.New(f.probeDevices(), simdriver.Options{
-		Now:           f.now,
-		Seed:          int64(f.seed),
-		DriverVersion: f.sc.cudaVersion,
+		Now:            f.now,
+		Seed:           int64(f.seed),
+		DriverVersion:  f.sc.cudaVersion,
+		VisibleDevices: visible,
 	})
 }
 

@@ -8,6 +8,7 @@ package simflag
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,4 +96,55 @@ func (f *Flags) Fleet() (*gpusim.Fleet, error) {
 		return nil, fmt.Errorf("--sim.scenario %s: %w", f.Scenario, err)
 	}
 	return fleet, nil
+}
+
+// ChildArgs are the --sim.* flags that give a child process of this
+// command (a probe child: gpuprobe.ChildProber) the same simulated fleet on
+// the same timeline: the scenario, the seed, fleet's start (its sim time
+// zero, RFC 3339 with nanoseconds) and the speed. Nil for the real GPUs.
+// The child parses them with AddChild.
+func (f *Flags) ChildArgs(fleet *gpusim.Fleet) []string {
+	if !f.Simulated() {
+		return nil
+	}
+	args := []string{
+		"--sim.scenario=" + f.Scenario,
+		"--sim.seed=" + strconv.FormatInt(f.Seed, 10),
+		"--sim.start=" + fleet.Start().UTC().Format(time.RFC3339Nano),
+	}
+	if f.Speed > 0 {
+		args = append(args, "--sim.speed="+strconv.FormatFloat(f.Speed, 'g', -1, 64))
+	}
+	return args
+}
+
+// AddChild declares the flags ChildArgs writes, for a child process: the
+// same as Add and AddSpeed, but --sim.start is the parent's fleet start
+// as RFC 3339, whatever its age (a parent may run for days). ValidateChild
+// checks them.
+func AddChild(app *kingpin.Application) *Flags {
+	f := &Flags{speedSet: true}
+	app.Flag("sim.scenario", "The parent's simulated scenario.").StringVar(&f.Scenario)
+	app.Flag("sim.seed", seedHelp).Default("1").Int64Var(&f.Seed)
+	app.Flag("sim.start", "The parent's fleet start, RFC 3339.").StringVar(&f.startRaw)
+	app.Flag("sim.speed", speedHelp).Default("1").Float64Var(&f.Speed)
+	return f
+}
+
+// ValidateChild checks the flags AddChild declared; errors name the flag.
+func (f *Flags) ValidateChild() error {
+	if f.startRaw != "" {
+		if f.Scenario == "" {
+			return errors.New("--sim.start needs --sim.scenario")
+		}
+		t, err := time.Parse(time.RFC3339Nano, f.startRaw)
+		if err != nil {
+			return fmt.Errorf("--sim.start: %q is not an RFC 3339 time", f.startRaw)
+		}
+		f.Start = t
+	}
+	if !(f.Speed > 0 && f.Speed <= gpusim.MaxSpeed) {
+		return fmt.Errorf("--sim.speed must be above 0 and at most %d, got %v", gpusim.MaxSpeed, f.Speed)
+	}
+	return nil
 }

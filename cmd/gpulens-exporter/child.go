@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/sim/simflag"
+)
+
+// runProbeChild is `gpulens-exporter probe-child`: the exporter's probe of
+// one MIG instance that CUDA does not show the exporter (CUDA enumerates
+// one MIG instance per process), in a process started by the exporter
+// itself with CUDA_VISIBLE_DEVICES=MIG-<uuid> (gpuprobe.ChildProber). The
+// request comes on stdin, the result goes to stdout as JSON; the flags
+// choose the driver as the exporter's own: --cuda.library, or the
+// simulated fleet of the exporter's --sim.* flags on its timeline. Not for
+// people: the exporter passes everything.
+func runProbeChild(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := kingpin.New("gpulens-exporter "+gpuprobe.ChildCommand, "Probe one MIG instance for the exporter (started by it).")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	sim := simflag.AddChild(app)
+	var cudaLibrary string
+	app.Flag("cuda.library", "CUDA driver library.").Default(gpuprobe.DefaultLibCUDA).StringVar(&cudaLibrary)
+	logCfg := &promslog.Config{Writer: stderr}
+	flag.AddFlags(app, logCfg)
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "gpulens-exporter %s: error: %v\n", gpuprobe.ChildCommand, err)
+		return 2
+	}
+	if err := sim.ValidateChild(); err != nil {
+		fmt.Fprintf(stderr, "gpulens-exporter %s: error: %v\n", gpuprobe.ChildCommand, err)
+		return 2
+	}
+	return gpuprobe.RunChild(ctx, stdin, stdout, func() (gpuprobe.Driver, error) { return childDriver(sim, cudaLibrary) }, promslog.New(logCfg))
+}
+
+// childDriver is the probe child's CUDA driver: the simulated fleet's as
+// CUDA_VISIBLE_DEVICES shows it, or libcuda (which reads it itself).
+func childDriver(sim *simflag.Flags, cudaLibrary string) (gpuprobe.Driver, error) {
+	if sim.Simulated() {
+		fleet, err := sim.Fleet()
+		if err != nil {
+			return nil, err
+		}
+		return fleet.ProbeDriverVisible(os.Getenv("CUDA_VISIBLE_DEVICES")), nil
+	}
+	c, err := gpuprobe.Open(cudaLibrary)
+	if err != nil {
+		return nil, fmt.Errorf("--cuda.library %s: %w", cudaLibrary, err)
+	}
+	return c, nil
+}
