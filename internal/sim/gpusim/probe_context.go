@@ -93,7 +93,8 @@ func (d *device) probeProcess(t float64) (nvml.ProcessInfo, bool) {
 
 // Bounds of the kernel spans a device remembers: those ending at most
 // probeKernelHorizon sim seconds before the latest (well beyond the
-// driver's sample buffer, procSampleWindow), at most probeKernelKeep.
+// driver's sample buffer, procSampleWindow; both scaled alike under
+// --sim.speed, Fleet.sampleBufferScale), at most probeKernelKeep.
 const (
 	probeKernelHorizon = 60.0
 	probeKernelKeep    = 4096
@@ -109,6 +110,9 @@ type span struct{ from, to float64 }
 type spanLog struct {
 	mu    sync.Mutex
 	spans []span
+	// horizon is how far before the latest span's end spans are kept,
+	// sim seconds; 0: probeKernelHorizon.
+	horizon float64
 }
 
 // add records a kernel's run [from, to), merged with the spans it touches.
@@ -126,12 +130,66 @@ func (l *spanLog) add(from, to float64) {
 	}
 	l.spans = slices.Replace(l.spans, i, j, span{from, to})
 	latest := l.spans[len(l.spans)-1].to
-	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-probeKernelHorizon })
+	horizon := l.horizon
+	if horizon <= 0 {
+		horizon = probeKernelHorizon
+	}
+	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-horizon })
 	drop = max(drop, len(l.spans)-probeKernelKeep)
 	if drop > 0 {
 		l.spans = append(l.spans[:0], l.spans[drop:]...)
 	}
 }
+
+// latestEnd is the end of the latest span, or after when there is none
+// later.
+func (l *spanLog) latestEnd(after float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.spans); n > 0 && l.spans[n-1].to > after {
+		return l.spans[n-1].to
+	}
+	return after
+}
+
+// openSince is when the probe's context open now was created, sim
+// seconds, if one is open.
+func (l *probeCtxLog) openSince() (float64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.spans) - 1; i >= 0; i-- {
+		if math.IsInf(l.spans[i].to, 1) {
+			return l.spans[i].from, true
+		}
+	}
+	return 0, false
+}
+
+// reportedUntil is how far, in sim seconds, NVML may report process
+// samples at sim time t. While the probe holds a context the simulated
+// driver's virtual clock can lag the fleet's (it leaves its own emulation
+// time out, which a loaded machine stretches): the probe's kernels of the
+// periods since may be recorded only later, and a period reported before
+// them would lack the probe's share for good (a reader never asks for it
+// again). So while a context is open, periods are reported up to the end
+// of its latest kernel (or its creation), and the rest once it closes or
+// its kernels get there (at most probeReportHold later), as a driver
+// reports a period once it is over.
+func (d *device) reportedUntil(t float64) float64 {
+	from, ok := d.probeCtxs.openSince()
+	if !ok || from > t {
+		return t
+	}
+	// Held back at most probeReportHold of the clock: a context left
+	// open (a hung probe) does not stop the samples.
+	hold := probeReportHold.Seconds() * d.f.sampleBufferScale()
+	return math.Max(t-hold, math.Min(t, d.probeKernels.latestEnd(from)))
+}
+
+// probeReportHold bounds how long reportedUntil holds samples back, in
+// time of the fleet's clock: well beyond a probe run's lag, well within
+// the driver's sample buffer.
+const probeReportHold = 2 * time.Second
 
 // within appends to out the parts of the spans inside [a, b).
 func (l *spanLog) within(a, b float64, out []span) []span {

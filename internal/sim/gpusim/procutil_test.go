@@ -484,3 +484,54 @@ func TestNVMLSettingsErrors(t *testing.T) {
 		t.Errorf("sample periods %v, %v; want 1/6 (the default) and 1", p0, p1)
 	}
 }
+
+// TestProbeSamplesWaitForLaggingKernels: the simulated CUDA driver's
+// virtual clock can lag the fleet's while a probe context is open (it
+// leaves its own emulation time out, which a loaded machine stretches),
+// so a kernel is recorded after NVML could already have reported its
+// period. Periods after the context's latest kernel are held back until
+// it closes: the probe's share shows in the samples however late its
+// kernels were recorded. Before, a read in between reported those periods
+// without it, for good (the probe's windows then had no sample at all).
+func TestProbeSamplesWaitForLaggingKernels(t *testing.T) {
+	t.Parallel()
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
+`)
+	f, lib, clk := newTestFleet(t, sc, 1)
+	d := f.devices[0]
+	h := handle(t, lib, 0)
+	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	clk.Set(10 * time.Second)
+	d.probeContext(-1)(true, at(10))
+	clk.Set(11500 * time.Millisecond)
+	// Read while the kernels of [10 s, 13 s) are not yet recorded (within
+	// probeReportHold of the context's last news).
+	first, _ := h.GetProcessUtilization(0)
+	var seen uint64
+	for _, s := range first {
+		seen = max(seen, s.TimeStamp)
+	}
+	d.probeKernel(at(10), at(13))
+	d.probeContext(-1)(false, at(13))
+	clk.Set(14 * time.Second)
+	rest, _ := h.GetProcessUtilization(seen)
+	self := f.SelfPID()
+	var probe []nvml.ProcessUtilizationSample
+	for _, s := range append(first, rest...) {
+		if s.Pid == self {
+			probe = append(probe, s)
+		}
+	}
+	if len(probe) != 3 {
+		t.Fatalf("the probe's samples over its kernels [10 s, 13 s): %+v; want one per period (3)", probe)
+	}
+	for _, s := range probe {
+		if s.SmUtil < 40 || s.SmUtil > 60 {
+			t.Errorf("the probe's sample %+v: want its share beside the busy tenant (~50 %%)", s)
+		}
+	}
+}
