@@ -197,7 +197,7 @@ func makeVars(t *testing.T, vars ...string) map[string]string {
 // string (Go's or a Dockerfile's): name (Version, BuildDate, ...) to value.
 func ldflagsX(s string) map[string]string {
 	out := map[string]string{}
-	for _, m := range regexp.MustCompile(`-X\s+` + regexp.QuoteMeta(versionPkg) + `\.(\w+)=(\S+)`).FindAllStringSubmatch(s, -1) {
+	for _, m := range regexp.MustCompile(`-X\s+`+regexp.QuoteMeta(versionPkg)+`\.(\w+)=(\S+)`).FindAllStringSubmatch(s, -1) {
 		out[m[1]] = strings.Trim(m[2], `"`)
 	}
 	return out
