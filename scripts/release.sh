@@ -17,7 +17,8 @@
 #
 # The archives are reproducible: -trimpath, the commit's date as build date
 # and as every file's time in the archive, files sorted, owner 0, gzip
-# without a name or time. So two runs on one commit give the same SHA256SUMS.
+# without a name or time (the chart repacked so too). So two runs on one
+# commit, with the same Go and C compilers, give the same SHA256SUMS.
 #
 # The exporter and verify use cgo (go-nvml loads libnvidia-ml with dlopen);
 # the load generator is pure Go, built static as its image is. A platform
@@ -147,7 +148,7 @@ for p in "${platforms[@]}"; do
 	if ! command -v "$cc" >/dev/null 2>&1; then
 		hint="name another with ${var:-CC}=..."
 		[ -n "${cross_packages[$p]:-}" ] && hint="install it with: sudo apt-get install ${cross_packages[$p]} (Debian, Ubuntu), or $hint"
-		missing+=("$p: the C compiler $cc is not installed ($hint); gpulens-exporter and gpulens-verify use cgo (go-nvml)")
+		missing+=("$p: the C compiler $cc is not found ($hint); gpulens-exporter and gpulens-verify use cgo (go-nvml)")
 	elif ! out=$("$cc" -o /dev/null "$probe_c" -ldl 2>&1); then
 		hint=""
 		[ -n "${cross_packages[$p]:-}" ] && hint=" (the C library for it: sudo apt-get install ${cross_packages[$p]})"
@@ -155,7 +156,7 @@ for p in "${platforms[@]}"; do
 	fi
 done
 if [ ${#missing[@]} -gt 0 ]; then
-	die "cannot build every platform of RELEASE_PLATFORMS ($(printf '%s ' "${platforms[@]}")):
+	die "cannot build every platform of RELEASE_PLATFORMS (${platforms[*]}):
 $(printf '  %s\n' "${missing[@]}")
   or leave a platform out: make release RELEASE_PLATFORMS=$hostplatform"
 fi
@@ -183,7 +184,12 @@ for p in "${platforms[@]}"; do
 done
 if [ "$release" = 1 ]; then
 	echo "release: Helm chart"
-	go tool -modfile=tools/go.mod helm package deploy/kubernetes/helm/gpulens --destination "$out" >/dev/null
+	# helm package dates every file now: repacked as the archives are.
+	go tool -modfile=tools/go.mod helm package deploy/kubernetes/helm/gpulens --destination "$work/chart" >/dev/null
+	mkdir "$work/chart/x"
+	tar -xzf "$work/chart/gpulens-$VERSION.tgz" -C "$work/chart/x"
+	tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=gnu \
+		-C "$work/chart/x" -cf - gpulens | gzip -9 -n >"$out/gpulens-$VERSION.tgz"
 fi
 (cd "$out" && sha256sum -- *.t*gz >SHA256SUMS)
 
