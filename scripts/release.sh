@@ -187,7 +187,7 @@ if [ "$release" = 1 ]; then
 	# helm package dates every file now: repacked as the archives are.
 	go tool -modfile=tools/go.mod helm package deploy/kubernetes/helm/gpulens --destination "$work/chart" >/dev/null
 	mkdir "$work/chart/x"
-	tar -xzf "$work/chart/gpulens-$VERSION.tgz" -C "$work/chart/x"
+	tar -xzmf "$work/chart/gpulens-$VERSION.tgz" -C "$work/chart/x"
 	tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=gnu \
 		-C "$work/chart/x" -cf - gpulens | gzip -9 -n >"$out/gpulens-$VERSION.tgz"
 fi
