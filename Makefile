@@ -13,11 +13,24 @@ SCRATCH := .scratch
 # `go tool -modfile=tools/go.mod promtool check rules alerts/*.rules.yml`;
 # tidy it with `cd tools && go mod tidy` (check-mod checks both modules).
 TOOLS_MODFILE := tools/go.mod
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# What --version reports (prometheus/common/version), from git: VERSION is
+# the tag vX.Y.Z as X.Y.Z on a tagged commit, else git describe's
+# X.Y.Z-N-gHASH past a tag, or the short commit without tags, -dirty with
+# uncommitted changes ("dev" outside git); BUILD_DATE is the commit's date,
+# not the clock's, so two builds of one commit are the same bytes. Each can
+# be given: make build VERSION=0.1.0. Released versions: CHANGELOG.md;
+# make release.
+VERSION ?= $(or $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v\([0-9]\)/\1/'),dev)
+REVISION ?= $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)
+BUILD_DATE ?= $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
+# Each computed once, not at every use.
+VERSION := $(VERSION)
+REVISION := $(REVISION)
+BUILD_DATE := $(BUILD_DATE)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
            -X github.com/prometheus/common/version.Revision=$(REVISION) \
-           -X github.com/prometheus/common/version.Branch=main
+           -X github.com/prometheus/common/version.Branch=main \
+           -X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
 # Demo ports and settings (see scripts/demo.sh).
 export DEMO_EXPORTER_ADDR ?= 127.0.0.1:9842
@@ -32,7 +45,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
+.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
 
 all: build
 
@@ -41,6 +54,32 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	$(GO) build -modfile=$(TOOLS_MODFILE) -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+
+# The release (docs: README.md#releases): gpulens-exporter, gpulens-loadgen
+# and gpulens-verify for RELEASE_PLATFORMS, each in a tar.gz with LICENSE,
+# README.md and CHANGELOG.md, and SHA256SUMS, in dist/VERSION/; a tagged
+# version X.Y.Z must match the CHANGELOG's latest version, the Helm chart's
+# version and appVersion and the kustomize image tags, and adds the packaged
+# chart. The exporter and verify use cgo (go-nvml): another architecture
+# needs a C cross compiler (CC_<os>_<arch>, e.g. CC_linux_arm64, default
+# aarch64-linux-gnu-gcc); the script says which is missing and how to get it.
+# Prints the docker build commands of the images (make images runs them).
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+DIST ?= dist
+release:
+	@VERSION='$(VERSION)' REVISION='$(REVISION)' BUILD_DATE='$(BUILD_DATE)' LDFLAGS='$(LDFLAGS)' \
+		bash scripts/release.sh '$(DIST)' '$(RELEASE_PLATFORMS)'
+
+# The container images of deploy/docker, tagged VERSION; needs a Docker
+# engine and says so without one.
+images:
+	@VERSION='$(VERSION)' REVISION='$(REVISION)' BUILD_DATE='$(BUILD_DATE)' \
+		bash scripts/release.sh --images
+
+# VERSION, REVISION, BUILD_DATE and LDFLAGS as the build uses them (a test
+# checks that --version reports what LDFLAGS sets).
+print-version:
+	@printf 'VERSION=%s\nREVISION=%s\nBUILD_DATE=%s\nLDFLAGS=%s\n' '$(VERSION)' '$(REVISION)' '$(BUILD_DATE)' '$(strip $(LDFLAGS))'
 
 # The pinned tools as binaries in bin/ (prometheus, promtool, helm), e.g. to
 # copy to a machine without Go (scripts/gpu-smoke.sh's PROMTOOL).
@@ -205,4 +244,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf $(BIN) $(SCRATCH)
+	rm -rf $(BIN) $(SCRATCH) $(DIST)

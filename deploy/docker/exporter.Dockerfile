@@ -8,6 +8,8 @@
 # (the probe switches of deploy/: deploy/README.md, "The probe").
 # Build from the repository root:
 #   docker build -f deploy/docker/exporter.Dockerfile -t gpulens/gpulens-exporter .
+# or, versioned as the release (VERSION, REVISION, BUILD_DATE build args):
+#   make images          # `make release` prints the commands
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -15,14 +17,26 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 ARG REVISION=unknown
+ARG BUILD_DATE=unknown
 RUN CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \
     go build -trimpath -o /out/gpulens-exporter \
-      -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION} -X github.com/prometheus/common/version.Branch=main" \
+      -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION} -X github.com/prometheus/common/version.Branch=main -X github.com/prometheus/common/version.BuildDate=${BUILD_DATE}" \
       ./cmd/gpulens-exporter
 
 # Same Debian 12 glibc as the builder.
 FROM debian:bookworm-slim
+# What the image is (OCI annotations); make images passes the build args.
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG BUILD_DATE=unknown
+LABEL org.opencontainers.image.title="gpulens-exporter" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${BUILD_DATE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/gpulens/gpulens"
 COPY --from=build /out/gpulens-exporter /usr/bin/gpulens-exporter
+COPY LICENSE /LICENSE
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility
 EXPOSE 9842

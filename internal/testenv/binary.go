@@ -122,6 +122,32 @@ func Binaries(t testing.TB, names ...string) []string {
 	return out
 }
 
+// BinaryLDFlags returns the path of the gpulens program name linked with
+// go build's -ldflags ldflags (e.g. the Makefile's -X settings of
+// prometheus/common/version), from the go command's build cache like
+// Binary's: linked once per ldflags and source, in seconds, then found at
+// once. GPULENS_BIN's programs are not used: their flags are make's.
+func BinaryLDFlags(t testing.TB, name, ldflags string) string {
+	t.Helper()
+	pkg := packages[name]
+	if pkg == "" {
+		t.Fatalf("testenv: no build for %q", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	start := time.Now()
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cached(ctx, root, pkg, "-ldflags", ldflags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s with -ldflags %q: %s (%s)", name, ldflags, p, time.Since(start).Round(100*time.Millisecond))
+	return p
+}
+
 type installedProgram struct {
 	lookups     []string
 	requireEnv  string
@@ -164,9 +190,12 @@ func isFile(p string) bool {
 // prints the path it would start instead of starting it: the cached file
 // when there is one; when it has just been built, a file in a temporary
 // folder gone once go run returns, so the question is asked again.
-func cached(ctx context.Context, root, pkg string) (string, error) {
+// buildFlags (e.g. -ldflags) go to go run before -exec: the build cache keeps
+// one executable per set of them.
+func cached(ctx context.Context, root, pkg string, buildFlags ...string) (string, error) {
+	args := append(append([]string{"run"}, buildFlags...), "-exec", "echo", pkg)
 	for range 2 {
-		p, err := goOutput(ctx, root, "run", "-exec", "echo", pkg)
+		p, err := goOutput(ctx, root, args...)
 		if err != nil {
 			return "", err
 		}
@@ -174,7 +203,7 @@ func cached(ctx context.Context, root, pkg string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("go run -exec echo %s: the go command keeps no executable in its build cache (GOCACHE=%s)", pkg, os.Getenv("GOCACHE"))
+	return "", fmt.Errorf("go %s: the go command keeps no executable in its build cache (GOCACHE=%s)", strings.Join(args, " "), os.Getenv("GOCACHE"))
 }
 
 // goOutput runs the go command in root, with cgo on as the Makefile builds,

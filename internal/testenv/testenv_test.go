@@ -347,6 +347,39 @@ func TestCached(t *testing.T) {
 	}
 }
 
+// Build flags are part of what the build cache keeps: one executable per
+// -ldflags, each with its own -X value.
+func TestCachedBuildFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	root := t.TempDir()
+	for name, body := range map[string]string{
+		"go.mod":  "module example.com/version\n\ngo 1.22\n",
+		"main.go": fmt.Sprintf("package main\n\nvar version = \"unset\"\n\nfunc main() { println(%q, version) }\n", root),
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	paths := map[string]string{}
+	for _, v := range []string{"1.2.3", "4.5.6"} {
+		p, err := cached(ctx, root, ".", "-ldflags", "-X main.version="+v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(p).CombinedOutput(); err != nil || string(out) != root+" "+v+"\n" {
+			t.Errorf("%s (-X main.version=%s): %q, %v", p, v, out, err)
+		}
+		paths[p] = v
+	}
+	if len(paths) != 2 {
+		t.Errorf("two -ldflags, executables %v; want two", paths)
+	}
+}
+
 // TestPoll: Poll calls f at once and then every interval until it is true,
 // and gives up (false) when the context ends.
 func TestPoll(t *testing.T) {
