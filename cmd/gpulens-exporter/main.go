@@ -144,7 +144,7 @@ func joinNames(names []string) string {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == gpuprobe.ChildCommand {
 		// A probe child this program started for a MIG instance (child.go).
-		return runProbeChild(ctx, args[1:], os.Stdin, os.Stdout, stderr)
+		return simflag.RunProbeChild(ctx, "gpulens-exporter", args[1:], os.Stdin, os.Stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {

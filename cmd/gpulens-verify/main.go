@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/sim/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 
@@ -37,7 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == gpuprobe.ChildCommand {
 		// A probe child this program started for a MIG instance (child.go).
-		return runProbeChild(ctx, args[1:], os.Stdin, stdout, stderr)
+		return simflag.RunProbeChild(ctx, "gpulens-verify", args[1:], os.Stdin, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "compare" {
 		return runCompare(args[1:], stdout, stderr)
