@@ -432,7 +432,13 @@ func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 		}
 		self := p.self(r)
 		for {
-			u := p.unexplained(src, st, r, self)
+			final := !p.now().Before(deadline)
+			u := p.unexplained(src, st, r, self, final)
+			if u.Reason == gpuprobe.UnknownSamplesNotRead && !final && !p.now().Before(deadline) {
+				// The deadline passed during the look: look once more, the
+				// last time.
+				u = p.unexplained(src, st, r, self, true)
+			}
 			if u.Reason != gpuprobe.UnknownSamplesNotRead || !p.now().Before(deadline) {
 				if !u.Known() {
 					p.logger.Debug("probe: the unexplained stolen time is not known", "gpu", st.gpu, "uuid", st.uuid, "reason", u.Reason)
@@ -457,8 +463,9 @@ func (p *ProbeCollector) explain(ctx context.Context, sts []*probeDevice) {
 }
 
 // unexplained is the unexplained stolen time of one device's result, with
-// the probe's own process (self) left out of the tenants.
-func (p *ProbeCollector) unexplained(src ActivitySource, st *probeDevice, r *gpuprobe.Result, self uint32) gpuprobe.Unexplained {
+// the probe's own process (self) left out of the tenants; final: the last
+// look before the deadline (gpuprobe.NVMLActivity.Final).
+func (p *ProbeCollector) unexplained(src ActivitySource, st *probeDevice, r *gpuprobe.Result, self uint32, final bool) gpuprobe.Unexplained {
 	ws := r.Stolen.Windows
 	switch {
 	case src == nil || !st.matched:
@@ -475,7 +482,7 @@ func (p *ProbeCollector) unexplained(src ActivitySource, st *probeDevice, r *gpu
 	case unknown != "":
 		return gpuprobe.Unknown(unknown)
 	}
-	a.Probe = []uint32{self}
+	a.Probe, a.Final = []uint32{self}, final
 	return gpuprobe.EstimateUnexplained(r.Stolen, a)
 }
 

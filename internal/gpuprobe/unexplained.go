@@ -107,8 +107,16 @@ type NVMLActivity struct {
 	// the GPU's contexts).
 	Samples []ProcessSample
 	// ReadUpTo is when NVML's samples were last read: every sample
-	// stamped up to then is in Samples.
+	// stamped up to then is in Samples, as far as the driver had
+	// reported it (see Final).
 	ReadUpTo time.Time
+	// Final is the caller's last look. A driver reports a period once it
+	// is over by its own clock, which can lag the reader's: until some
+	// sample (the probe's own included: it is busy through its windows)
+	// reaches a window's end, the window waits (UnknownSamplesNotRead);
+	// on the last look it is judged with what NVML showed
+	// (UnknownNoSamples when nothing).
+	Final bool
 	// Period is NVML's sample period; 0: the smallest gap between two
 	// samples of one process in Samples (SamplePeriod).
 	Period time.Duration
@@ -285,6 +293,9 @@ func judgeWindow(w StolenWindow, a NVMLActivity, period, wide time.Duration, per
 		return UnexplainedWindow{}
 	}
 	if a.ReadUpTo.Before(w.End.Add(wide)) {
+		return UnexplainedWindow{Reason: UnknownSamplesNotRead}
+	}
+	if !a.Final && !slices.ContainsFunc(a.Samples, func(s ProcessSample) bool { return !s.Time.Before(w.End) }) {
 		return UnexplainedWindow{Reason: UnknownSamplesNotRead}
 	}
 	length := w.End.Sub(w.Start)

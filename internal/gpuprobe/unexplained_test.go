@@ -3,6 +3,7 @@ package gpuprobe
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -289,8 +290,22 @@ func TestUnexplainedCases(t *testing.T) {
 	}
 	none := a
 	none.Samples, none.Period = nil, time.Second/6
+	// Nothing reaches the windows' ends: the driver may not have reported
+	// those periods yet (its clock lags the reader's), so wait; on the
+	// caller's last look, nothing was shown.
+	if u := EstimateUnexplained(st, none); u.Known() || u.Reason != UnknownSamplesNotRead {
+		t.Errorf("no sample at all while the probe lost half its time, not the last look: %+v, want unknown (%s)", u, UnknownSamplesNotRead)
+	}
+	none.Final = true
 	if u := EstimateUnexplained(st, none); u.Known() || u.Reason != UnknownNoSamples {
 		t.Errorf("no sample at all while the probe lost half its time: %+v, want unknown (%s)", u, UnknownNoSamples)
+	}
+	// Samples that stop before the last window ends (its periods not yet
+	// reported): wait, then judge what was shown.
+	cut := a
+	cut.Samples = slices.DeleteFunc(slices.Clone(a.Samples), func(s ProcessSample) bool { return !s.Time.Before(last) })
+	if u := EstimateUnexplained(st, cut); u.Known() || u.Reason != UnknownSamplesNotRead {
+		t.Errorf("samples ending before the last window does: %+v, want unknown (%s)", u, UnknownSamplesNotRead)
 	}
 	quiet := &StolenResult{Windows: []StolenWindow{{Start: tl0, End: tl0.Add(25 * time.Millisecond)}}}
 	if u := EstimateUnexplained(quiet, NVMLActivity{}); !u.Known() || u.Ratio != 0 {

@@ -454,7 +454,7 @@ func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, pro
 		}
 		switch ret {
 		case nvml.SUCCESS, nvml.ERROR_NOT_FOUND: // NOT_FOUND: no sample in the buffer
-			a := gpuprobe.NVMLActivity{ReadUpTo: read, Probe: []uint32{self}}
+			a := gpuprobe.NVMLActivity{ReadUpTo: read, Probe: []uint32{self}, Final: !read.Before(deadline)}
 			if ret == nvml.SUCCESS {
 				for _, s := range samples {
 					a.Samples = append(a.Samples, gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil))
