@@ -128,7 +128,6 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 		key:    key,
 		lostAt: math.Inf(1),
 	}
-	d.probeKernels.horizon = probeKernelHorizon * f.sampleBufferScale()
 	// UUID: 128 hashed bits with the RFC 4122 version-4 and variant bits set.
 	hi, lo := hashN(key, 0x1111), hashN(key, 0x2222)
 	hi = hi&^(0xf<<12) | 0x4<<12

@@ -93,8 +93,7 @@ func (d *device) probeProcess(t float64) (nvml.ProcessInfo, bool) {
 
 // Bounds of the kernel spans a device remembers: those ending at most
 // probeKernelHorizon sim seconds before the latest (well beyond the
-// driver's sample buffer, procSampleWindow; both scaled alike under
-// --sim.speed, Fleet.sampleBufferScale), at most probeKernelKeep.
+// driver's sample buffer, procSampleWindow), at most probeKernelKeep.
 const (
 	probeKernelHorizon = 60.0
 	probeKernelKeep    = 4096
@@ -110,9 +109,6 @@ type span struct{ from, to float64 }
 type spanLog struct {
 	mu    sync.Mutex
 	spans []span
-	// horizon is how far before the latest span's end spans are kept,
-	// sim seconds; 0: probeKernelHorizon.
-	horizon float64
 }
 
 // add records a kernel's run [from, to), merged with the spans it touches.
@@ -130,11 +126,7 @@ func (l *spanLog) add(from, to float64) {
 	}
 	l.spans = slices.Replace(l.spans, i, j, span{from, to})
 	latest := l.spans[len(l.spans)-1].to
-	horizon := l.horizon
-	if horizon <= 0 {
-		horizon = probeKernelHorizon
-	}
-	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-horizon })
+	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-probeKernelHorizon })
 	drop = max(drop, len(l.spans)-probeKernelKeep)
 	if drop > 0 {
 		l.spans = append(l.spans[:0], l.spans[drop:]...)
@@ -182,13 +174,15 @@ func (d *device) reportedUntil(t float64) float64 {
 	}
 	// Held back at most probeReportHold of the clock: a context left
 	// open (a hung probe) does not stop the samples.
-	hold := probeReportHold.Seconds() * d.f.sampleBufferScale()
+	hold := math.Min(d.f.speed*probeReportHold.Seconds(), procSampleWindow/2)
 	return math.Max(t-hold, math.Min(t, d.probeKernels.latestEnd(from)))
 }
 
 // probeReportHold bounds how long reportedUntil holds samples back, in
-// time of the fleet's clock: well beyond a probe run's lag, well within
-// the driver's sample buffer.
+// time of the fleet's clock (sim seconds: times the speed), and at most
+// half the driver's buffer (procSampleWindow): beyond a probe run's lag on
+// a loaded machine; under --sim.speed the buffer is the bound, and
+// kernels recorded later than that still miss their periods.
 const probeReportHold = 2 * time.Second
 
 // within appends to out the parts of the spans inside [a, b).
