@@ -178,10 +178,17 @@ var scenarioAlerts = map[string][]wantAlert{
 		{alert: "GpulensGPUPowerThrottling", gpu: "0", from: minutes(29.5), to: minutes(36), through: true},
 	},
 	"rented-timesliced": {
-		// The first probe (at start) already sees the neighbour: pending from
-		// the first evaluation, firing 15 minutes later; the exporters start
-		// a few sim seconds before the test's clock, hence 14 min.
-		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", extra: basisVisible, from: minutes(14), to: minutes(47), through: true},
+		// The neighbour in 3 of every 6 five-minute runs (a 6-minute
+		// cycle): once the 30-minute window is full its mean is 0.25 at
+		// any phase, so it fires by 45 min and stays firing; when it
+		// first passes 0.2 depends on the runs' phase (the exporters start
+		// a few sim seconds before the test's clock), from 14 min. Up to
+		// 55: at 40x NVML's sample buffer (10 s of sim time) is 250 ms of
+		// real time, and a loaded machine can leave one run's figure
+		// unknown (no samples reached), which holds the mean under 0.2 a
+		// run longer (seen: 50.8 and 51.9 min, at load 12-16). It must
+		// fire within the hour and be firing at its end.
+		{alert: "GpulensGPUStolenTimeHigh", gpu: "0", extra: basisVisible, from: minutes(14), to: minutes(55), through: true},
 	},
 	"starved-loader": {
 		// GPU 0's process keeps a core busy while the GPU is ~25 % busy: the
