@@ -92,11 +92,15 @@ func unlistedBusy(gpus ...int) []wantAlert {
 // busyUnlisted: GpulensGPUStolenTimeHigh fires on each of gpus from the
 // first probes on (pending from the first evaluation, firing 15 minutes
 // later) and for good: NVML reports each busy well above 20 % of the time
-// with no process listed.
+// with no process listed. Up to 31 min: at 40x, on a loaded machine, the
+// figures of the first runs can be unknown (NVML's samples of their windows
+// not reached in time: the sample buffer is 250 ms of real time there),
+// and pending then starts with the third run (seen: firing at 26.7 and
+// 26.8 min at load 12-16).
 func busyUnlisted(gpus ...int) []wantAlert {
 	var out []wantAlert
 	for _, g := range gpus {
-		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), extra: basisVisible, from: minutes(14), to: minutes(21), through: true})
+		out = append(out, wantAlert{alert: "GpulensGPUStolenTimeHigh", gpu: strconv.Itoa(g), extra: basisVisible, from: minutes(14), to: minutes(31), through: true})
 	}
 	return out
 }
