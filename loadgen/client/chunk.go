@@ -7,10 +7,37 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// Usage is the OpenAI usage object.
+// Usage is what the client reads of an OpenAI usage object.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     int
+	CompletionTokens int
+	// ReasoningTokens is the part of CompletionTokens the server counted
+	// as reasoning, when Reasoning says it gave a count:
+	// usage.completion_tokens_details.reasoning_tokens (OpenAI, OpenRouter,
+	// the simulator), else usage.reasoning_tokens (SGLang).
+	ReasoningTokens int
+	Reasoning       bool
+}
+
+// usageJSON is the usage object as encoding/json decodes it.
+type usageJSON struct {
+	PromptTokens     int  `json:"prompt_tokens"`
+	CompletionTokens int  `json:"completion_tokens"`
+	ReasoningTokens  *int `json:"reasoning_tokens"`
+	Details          *struct {
+		ReasoningTokens *int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (u *usageJSON) usage() Usage {
+	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	switch {
+	case u.Details != nil && u.Details.ReasoningTokens != nil:
+		out.ReasoningTokens, out.Reasoning = *u.Details.ReasoningTokens, true
+	case u.ReasoningTokens != nil:
+		out.ReasoningTokens, out.Reasoning = *u.ReasoningTokens, true
+	}
+	return out
 }
 
 // APIError is an OpenAI-style error object, sent as a whole response body
@@ -38,7 +65,7 @@ type chunkChoice struct {
 type chunk struct {
 	Model   string                `json:"model"`
 	Choices []chunkChoice         `json:"choices"`
-	Usage   *Usage                `json:"usage"`
+	Usage   *usageJSON            `json:"usage"`
 	Error   json.RawMessage       `json:"error"`
 	Sim     *report.SimTimestamps `json:"gpulens_sim"`
 }
@@ -47,13 +74,34 @@ type chunk struct {
 type parsed struct {
 	// model aliases the event data on the fast path: copy it before the
 	// next event is read.
-	model        []byte
-	contentBytes int  // bytes of generated text (content, reasoning, text)
-	finished     bool // a choice carried a finish_reason
-	hasUsage     bool
-	usage        Usage
-	err          *APIError
-	sim          *report.SimTimestamps
+	model []byte
+	// answerBytes are the bytes of answer text (content, text),
+	// reasoningBytes those of reasoning text (reasoning_content,
+	// reasoning: once when a delta carries the same text in both, as vLLM
+	// versions that kept the old name alongside the new one do).
+	answerBytes    int
+	reasoningBytes int
+	finished       bool // a choice carried a finish_reason
+	hasUsage       bool
+	usage          Usage
+	err            *APIError
+	sim            *report.SimTimestamps
+}
+
+// reasoningText returns the reasoning text of a delta: reasoning_content
+// and reasoning, once when both carry the same text.
+func reasoningText(a, b *string) (first, second string) {
+	var x, y string
+	if a != nil {
+		x = *a
+	}
+	if b != nil {
+		y = *b
+	}
+	if x != "" && x == y {
+		return x, ""
+	}
+	return x, y
 }
 
 // parseChunk decodes one chunk: with the allocation-free scanner
@@ -83,7 +131,7 @@ func parseChunkJSON(data []byte, c *chunk) (parsed, error) {
 		p.model = []byte(c.Model)
 	}
 	if c.Usage != nil {
-		p.hasUsage, p.usage = true, *c.Usage
+		p.hasUsage, p.usage = true, c.Usage.usage()
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		var e APIError
@@ -99,11 +147,13 @@ func parseChunkJSON(data []byte, c *chunk) (parsed, error) {
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		for _, s := range [...]*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
+		for _, s := range [...]*string{ch.Delta.Content, ch.Text} {
 			if s != nil {
-				p.contentBytes += len(*s)
+				p.answerBytes += len(*s)
 			}
 		}
+		x, y := reasoningText(ch.Delta.ReasoningContent, ch.Delta.Reasoning)
+		p.reasoningBytes += len(x) + len(y)
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			p.finished = true
 		}

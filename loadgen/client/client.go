@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -86,7 +87,7 @@ type Request struct {
 // read them, which Do turns into offsets from the run's start.
 type attempt struct {
 	report.Record
-	sent, firstByte, firstToken, end time.Time
+	sent, firstByte, firstToken, firstAnswer, end time.Time
 	// text, when not nil, collects the answer's text (DoText).
 	text *textBuilder
 }
@@ -113,11 +114,9 @@ func (t *textBuilder) add(c *chunk) {
 				t.content.WriteString(*s)
 			}
 		}
-		for _, s := range [...]*string{ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
-			if s != nil {
-				t.reasoning.WriteString(*s)
-			}
-		}
+		x, y := reasoningText(ch.Delta.ReasoningContent, ch.Delta.Reasoning)
+		t.reasoning.WriteString(x)
+		t.reasoning.WriteString(y)
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			t.finish = *ch.FinishReason
 		}
@@ -175,8 +174,20 @@ type streamState struct {
 	kernel kernelStamped // nil: read-return times
 	rd     *sse.Reader
 	chunk  chunk
-	bytes  []int
-	cumUse []int
+	counts chunkCounts
+}
+
+// chunkCounts is what the token-carrying chunks of a stream said, one
+// element per chunk: their text bytes (answer and reasoning), the
+// reasoning part of those, and the cumulative completion and reasoning
+// tokens of their usage (-1: none).
+type chunkCounts struct {
+	bytes, reasoningBytes []int
+	cum, cumReasoning     []int
+}
+
+func (c *chunkCounts) reset() {
+	c.bytes, c.reasoningBytes, c.cum, c.cumReasoning = c.bytes[:0], c.reasoningBytes[:0], c.cum[:0], c.cumReasoning[:0]
 }
 
 // New validates cfg and returns a Client.
@@ -387,6 +398,7 @@ func (c *Client) record(a attempt, start, intended time.Time) report.Record {
 	}
 	rec := a.Record
 	rec.Intended, rec.Sent, rec.FirstByte, rec.FirstToken, rec.End = rel(intended), rel(a.sent), rel(a.firstByte), rel(a.firstToken), rel(a.end)
+	rec.FirstAnswerToken = rel(a.firstAnswer)
 	if rec.Error != "" {
 		rec.Error = c.scrub(rec.Error)
 	}
@@ -513,8 +525,7 @@ func isEventStream(ctype string) bool {
 }
 
 func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
-	st.bytes = st.bytes[:0]
-	st.cumUse = st.cumUse[:0]
+	st.counts.reset()
 	var (
 		finished  bool
 		lastUsage *Usage
@@ -528,7 +539,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 		if !finished {
 			final = nil
 		}
-		res.ChunkTokens = tokensPerChunk(st.bytes, st.cumUse, final, c.cfg.ContinuousUsage, &res.Record)
+		res.ChunkTokens, res.ChunkReasoningTokens = tokensPerChunk(&st.counts, final, c.cfg.ContinuousUsage, &res.Record)
 	}()
 	for {
 		ev, err := st.rd.Next()
@@ -594,18 +605,27 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 			usage = p.usage
 			lastUsage = &usage
 		}
-		if p.contentBytes > 0 {
+		if n := p.answerBytes + p.reasoningBytes; n > 0 {
 			if res.firstToken.IsZero() {
 				res.firstToken = ev.At
 				res.KernelTimestamps = st.kernel != nil && st.kernel.Kernel()
 			}
+			if p.answerBytes > 0 && res.firstAnswer.IsZero() {
+				res.firstAnswer = ev.At
+			}
 			res.ChunkOffsets = append(res.ChunkOffsets, ev.At.Sub(res.sent))
-			st.bytes = append(st.bytes, p.contentBytes)
-			cum := -1
+			cc := &st.counts
+			cc.bytes = append(cc.bytes, n)
+			cc.reasoningBytes = append(cc.reasoningBytes, p.reasoningBytes)
+			cum, cumR := -1, -1
 			if p.hasUsage {
 				cum = p.usage.CompletionTokens
+				if p.usage.Reasoning {
+					cumR = p.usage.ReasoningTokens
+				}
 			}
-			st.cumUse = append(st.cumUse, cum)
+			cc.cum = append(cc.cum, cum)
+			cc.cumReasoning = append(cc.cumReasoning, cumR)
 		}
 		if p.finished {
 			finished = true
@@ -614,33 +634,98 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 	}
 }
 
-// tokensPerChunk decides how many output tokens each content chunk carried
-// and sets the result's token counts; see docs/loadgen-metrics.md. bytes
-// are the chunks' text lengths, cum the cumulative completion_tokens each
-// carried (-1: none), final the request's total usage (nil when the
-// server sent none or the stream ended before the answer finished).
-// Per-chunk usage counts only when it was asked for (trustCum) and
-// actually grows: present on every chunk, never decreasing, at least one
-// token on the first; otherwise the final usage is spread over the chunks
-// by their bytes, and without it every chunk counts one token.
-func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *report.Record) []int32 {
+// tokensPerChunk decides how many output tokens each token-carrying chunk
+// carried (toks) and how many of those were reasoning (rtoks, nil when no
+// reasoning text came and the server counted none), and sets the
+// result's token counts; see docs/loadgen-metrics.md. c holds the chunks'
+// text bytes and reasoning bytes and the cumulative usage each carried,
+// final the request's total usage (nil when the server sent none or the
+// stream ended before the answer finished). Per-chunk usage counts only
+// when it was asked for (trustCum) and actually grows: present on every
+// chunk, never decreasing, at least one token on the first; otherwise the
+// final usage is spread over the chunks by their bytes (its reasoning
+// count over the reasoning bytes and the rest over the answer bytes, when
+// the server gave one), and without it every chunk counts one token.
+// Within a chunk that carried both, the reasoning share is by bytes unless
+// per-chunk usage counted it.
+func tokensPerChunk(c *chunkCounts, final *Usage, trustCum bool, res *report.Record) (toks, rtoks []int32) {
+	bytes, rbytes := c.bytes, c.reasoningBytes
 	n := len(bytes)
-	toks := make([]int32, n)
+	toks = make([]int32, n)
+	streamed := false // reasoning text came
+	for _, b := range rbytes {
+		streamed = streamed || b > 0
+	}
+	// The server's reasoning count, when it gave one that can be right (a
+	// count of 0 while reasoning text came is none: SGLang sends 0 when it
+	// does not count).
+	reported := -1
+	if final != nil && final.Reasoning && final.ReasoningTokens >= 0 && final.ReasoningTokens <= final.CompletionTokens &&
+		(final.ReasoningTokens > 0 || !streamed) {
+		reported = final.ReasoningTokens
+	}
 	if final != nil {
 		res.PromptTokens = final.PromptTokens
 	}
-	if trustCum && grows(cum) {
+	defer func() {
+		switch {
+		case reported >= 0:
+			res.ReasoningTokens = reported
+		case rtoks != nil:
+			res.ReasoningTokens = 0
+			for _, r := range rtoks {
+				res.ReasoningTokens += int(r)
+			}
+		}
+	}()
+	if trustCum && grows(c.cum) {
 		prev := 0
-		for i, c := range cum {
-			toks[i] = int32(c - prev)
-			prev = c
+		for i, x := range c.cum {
+			toks[i] = int32(x - prev)
+			prev = x
 		}
 		res.OutputTokens = prev
 		if final != nil && final.CompletionTokens != prev {
 			res.UsageMismatch = true
 			res.OutputTokens = final.CompletionTokens
 		}
-		return toks
+		if r, last, ok := cumDeltas(c.cumReasoning, toks); ok && (streamed || last > 0) {
+			rtoks = r
+			if reported < 0 {
+				reported = last
+			}
+		} else if streamed {
+			rtoks = splitByBytes(toks, bytes, rbytes)
+		}
+		return toks, rtoks
+	}
+	if final != nil && reported >= 0 {
+		// Reasoning over the reasoning bytes, the answer over the rest.
+		abytes := make([]int, n)
+		nr, na := 0, 0
+		for i := range bytes {
+			abytes[i] = bytes[i] - rbytes[i]
+			if rbytes[i] > 0 {
+				nr++
+			}
+			if abytes[i] > 0 {
+				na++
+			}
+		}
+		answer := final.CompletionTokens - reported
+		if reported >= nr && answer >= na && (na > 0 || answer == 0) {
+			r, a := share(rbytes, reported), share(abytes, answer)
+			for i := range toks {
+				toks[i] = r[i] + a[i]
+			}
+			if streamed {
+				rtoks = r
+			}
+			res.OutputTokens = final.CompletionTokens
+			return toks, rtoks
+		}
+		// The server's counts do not fit the stream: counted as below.
+		res.UsageMismatch = true
 	}
 	switch {
 	case final != nil && final.CompletionTokens >= n && (n > 0 || final.CompletionTokens == 0):
@@ -659,7 +744,71 @@ func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *re
 			res.TokensEstimated = true
 		}
 	}
-	return toks
+	if streamed {
+		rtoks = splitByBytes(toks, bytes, rbytes)
+	}
+	return toks, rtoks
+}
+
+// cumDeltas turns cumulative per-chunk reasoning counts into each chunk's
+// reasoning tokens, when they can be trusted: one for every chunk, never
+// decreasing, never more than the chunk's tokens. last is the final count.
+func cumDeltas(cum []int, toks []int32) (r []int32, last int, ok bool) {
+	if len(cum) == 0 {
+		return nil, 0, false
+	}
+	r = make([]int32, len(cum))
+	prev := 0
+	for i, x := range cum {
+		d := x - prev
+		if x < 0 || d < 0 || d > int(toks[i]) {
+			return nil, 0, false
+		}
+		r[i] = int32(d)
+		prev = x
+	}
+	return r, prev, true
+}
+
+// splitByBytes is the reasoning part of each chunk's tokens by its bytes:
+// all of a reasoning-only chunk's, none of an answer-only one's, and a
+// rounded share, leaving each side at least one when it can, of a chunk
+// that carried both.
+func splitByBytes(toks []int32, bytes, rbytes []int) []int32 {
+	r := make([]int32, len(toks))
+	for i, t := range toks {
+		switch rb, b := rbytes[i], bytes[i]; {
+		case rb == 0:
+		case rb >= b:
+			r[i] = t
+		default:
+			x := int32(math.Round(float64(t) * float64(rb) / float64(b)))
+			if t >= 2 {
+				x = min(max(x, 1), t-1)
+			}
+			r[i] = x
+		}
+	}
+	return r
+}
+
+// share splits total tokens over the chunks with bytes, in proportion to
+// their bytes, at least one each (distribute); chunks without bytes get
+// none. The caller checks that total covers one per chunk with bytes.
+func share(bytes []int, total int) []int32 {
+	out := make([]int32, len(bytes))
+	var idx, b []int
+	for i, x := range bytes {
+		if x > 0 {
+			idx, b = append(idx, i), append(b, x)
+		}
+	}
+	t := make([]int32, len(idx))
+	distribute(t, b, total)
+	for j, i := range idx {
+		out[i] = t[j]
+	}
+	return out
 }
 
 // grows reports whether cumulative per-chunk counts can be trusted: one

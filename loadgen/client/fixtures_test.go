@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net/http"
 	"os"
@@ -40,6 +41,13 @@ type streamFixture struct {
 	outTokens, promptToks int
 	model                 string
 	mismatch, estimated   bool
+	// The answer apart from the reasoning: by default (no reasoning) the
+	// answer's TTFT and ITL are the stream's.
+	answerTTFT      *time.Duration
+	answerITL       []time.Duration
+	hasAnswerITL    bool
+	reasoningTokens int
+	chunkReasoning  []int32
 }
 
 type piece struct {
@@ -78,6 +86,9 @@ func loadFixture(t *testing.T, path string) streamFixture {
 			continue
 		}
 		key, val, ok := strings.Cut(line, ": ")
+		if k, empty := strings.CutSuffix(line, ":"); !ok && empty {
+			key, val, ok = k, "", true // "key:" with no value: an empty list
+		}
 		if !ok {
 			t.Fatalf("%s: header line %q is not key: value", path, line)
 		}
@@ -118,6 +129,24 @@ func loadFixture(t *testing.T, path string) streamFixture {
 			fx.mismatch, err = strconv.ParseBool(val)
 		case "want-tokens-estimated":
 			fx.estimated, err = strconv.ParseBool(val)
+		case "want-answer-ttft":
+			d := dur(key, val)
+			fx.answerTTFT = &d
+		case "want-answer-itl":
+			fx.hasAnswerITL = true
+			for _, f := range strings.Fields(val) {
+				fx.answerITL = append(fx.answerITL, dur(key, f))
+			}
+		case "want-reasoning-tokens":
+			fx.reasoningTokens, err = strconv.Atoi(val)
+		case "want-chunk-reasoning-tokens":
+			for _, f := range strings.Fields(val) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", path, key, err)
+				}
+				fx.chunkReasoning = append(fx.chunkReasoning, int32(n))
+			}
 		default:
 			t.Fatalf("%s: unknown header key %q", path, key)
 		}
@@ -127,6 +156,12 @@ func loadFixture(t *testing.T, path string) streamFixture {
 	}
 	if len(fx.pieces) == 0 || len(fx.continuous) == 0 || fx.endpoint == "" {
 		t.Fatalf("%s: needs endpoint, continuous-usage and at least one @ read", path)
+	}
+	if fx.answerTTFT == nil {
+		fx.answerTTFT = &fx.ttft
+	}
+	if !fx.hasAnswerITL {
+		fx.answerITL = fx.itl
 	}
 	return fx
 }
@@ -256,19 +291,14 @@ func TestServerStreamFixtures(t *testing.T) {
 				if got := res.End - res.Sent; got != fx.e2e {
 					t.Errorf("E2E = %v, want %v", got, fx.e2e)
 				}
-				var itl []float64
-				for g := range res.InterTokenLatencies() {
-					itl = append(itl, g)
+				if got := res.FirstAnswer() - res.Sent; got != *fx.answerTTFT {
+					t.Errorf("time to the first answer token = %v, want %v", got, *fx.answerTTFT)
 				}
-				if len(itl) != len(fx.itl) {
-					t.Errorf("ITL = %v s, want %v", itl, fx.itl)
-				} else {
-					for i, want := range fx.itl {
-						if math.Abs(itl[i]-want.Seconds()) > 1e-12 {
-							t.Errorf("ITL = %v s, want %v", itl, fx.itl)
-							break
-						}
-					}
+				checkITL(t, "ITL", res.InterTokenLatencies(), fx.itl)
+				checkITL(t, "answer ITL", res.AnswerInterTokenLatencies(), fx.answerITL)
+				if res.ReasoningTokens != fx.reasoningTokens || fmt.Sprint(res.ChunkReasoningTokens) != fmt.Sprint(fx.chunkReasoning) ||
+					(res.ChunkReasoningTokens == nil) != (fx.chunkReasoning == nil) {
+					t.Errorf("reasoning tokens %d, per chunk %v, want %d and %v", res.ReasoningTokens, res.ChunkReasoningTokens, fx.reasoningTokens, fx.chunkReasoning)
 				}
 				if fmt.Sprint(res.ChunkTokens) != fmt.Sprint(fx.chunkTokens) {
 					t.Errorf("chunk tokens = %v, want %v", res.ChunkTokens, fx.chunkTokens)
@@ -287,41 +317,92 @@ func TestServerStreamFixtures(t *testing.T) {
 	}
 }
 
+// checkITL compares inter-token latencies in seconds with the wanted ones.
+func checkITL(t *testing.T, what string, seq iter.Seq[float64], want []time.Duration) {
+	t.Helper()
+	var got []float64
+	for g := range seq {
+		got = append(got, g)
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = math.Abs(got[i]-want[i].Seconds()) <= 1e-12
+	}
+	if !ok {
+		t.Errorf("%s = %v s, want %v", what, got, want)
+	}
+}
+
 func TestTokensPerChunk(t *testing.T) {
+	u := func(prompt, completion int) *Usage { return &Usage{PromptTokens: prompt, CompletionTokens: completion} }
+	ur := func(prompt, completion, reasoning int) *Usage {
+		return &Usage{PromptTokens: prompt, CompletionTokens: completion, ReasoningTokens: reasoning, Reasoning: true}
+	}
 	for _, tc := range []struct {
 		name                string
 		bytes, cum          []int
+		rbytes, cumR        []int // nil: none
 		final               *Usage
 		trust               bool
-		want                []int32
-		out                 int
+		want, wantR         []int32
+		out, reasoning      int
 		mismatch, estimated bool
 	}{
-		{name: "growing per-chunk usage asked for", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{2, 4}, trust: true,
+		{name: "growing per-chunk usage asked for", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: u(2, 4), trust: true,
 			want: []int32{1, 2, 1}, out: 4},
-		{name: "growing per-chunk usage not asked for: final spread by bytes", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{2, 4},
+		{name: "growing per-chunk usage not asked for: final spread by bytes", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: u(2, 4),
 			want: []int32{1, 1, 2}, out: 4},
-		{name: "zeroed per-chunk usage (Ollama) asked for: final spread", bytes: []int{3, 3, 3}, cum: []int{0, 0, 0}, final: &Usage{2, 3}, trust: true,
+		{name: "zeroed per-chunk usage (Ollama) asked for: final spread", bytes: []int{3, 3, 3}, cum: []int{0, 0, 0}, final: u(2, 3), trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "per-chunk usage going down: not trusted", bytes: []int{3, 3, 3}, cum: []int{2, 1, 3}, final: &Usage{2, 3}, trust: true,
+		{name: "per-chunk usage going down: not trusted", bytes: []int{3, 3, 3}, cum: []int{2, 1, 3}, final: u(2, 3), trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "per-chunk usage on some chunks only: not trusted", bytes: []int{3, 3, 3}, cum: []int{1, -1, 3}, final: &Usage{2, 3}, trust: true,
+		{name: "per-chunk usage on some chunks only: not trusted", bytes: []int{3, 3, 3}, cum: []int{1, -1, 3}, final: u(2, 3), trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "trusted per-chunk usage ending below the final", bytes: []int{3, 3}, cum: []int{1, 2}, final: &Usage{2, 5}, trust: true,
+		{name: "trusted per-chunk usage ending below the final", bytes: []int{3, 3}, cum: []int{1, 2}, final: u(2, 5), trust: true,
 			want: []int32{1, 1}, out: 5, mismatch: true},
 		{name: "trusted per-chunk usage, stream cut (no final)", bytes: []int{3, 3}, cum: []int{2, 3}, trust: true,
 			want: []int32{2, 1}, out: 3},
 		{name: "no usage: one token per chunk, estimated", bytes: []int{3, 3}, cum: []int{-1, -1},
 			want: []int32{1, 1}, out: 2, estimated: true},
-		{name: "final below the chunks", bytes: []int{3, 3, 3}, cum: []int{-1, -1, -1}, final: &Usage{2, 1},
+		{name: "final below the chunks", bytes: []int{3, 3, 3}, cum: []int{-1, -1, -1}, final: u(2, 1),
 			want: []int32{1, 1, 1}, out: 1, mismatch: true},
+
+		// Reasoning.
+		{name: "reasoning streamed, no count (vLLM): split by bytes", bytes: []int{4, 4, 8, 4}, rbytes: []int{4, 4, 4, 0},
+			cum: []int{-1, -1, -1, -1}, final: u(5, 8), want: []int32{2, 2, 2, 2}, wantR: []int32{2, 2, 1, 0}, out: 8, reasoning: 5},
+		{name: "reasoning count spread over the reasoning bytes, the rest over the answer's", bytes: []int{4, 4, 8, 4}, rbytes: []int{4, 4, 4, 0},
+			cum: []int{-1, -1, -1, -1}, final: ur(5, 8, 6), want: []int32{2, 2, 3, 1}, wantR: []int32{2, 2, 2, 0}, out: 8, reasoning: 6},
+		{name: "hidden reasoning (OpenAI): only the answer's tokens in the chunks", bytes: []int{3, 3}, cum: []int{-1, -1},
+			final: ur(5, 40, 38), want: []int32{1, 1}, out: 40, reasoning: 38},
+		{name: "hidden reasoning, answer never came", final: ur(5, 16, 16), out: 16, reasoning: 16},
+		{name: "a reasoning count of 0 with reasoning streamed (SGLang): no count", bytes: []int{3, 3}, rbytes: []int{3, 0},
+			cum: []int{-1, -1}, final: ur(5, 2, 0), want: []int32{1, 1}, wantR: []int32{1, 0}, out: 2, reasoning: 1},
+		{name: "a reasoning count that does not fit the stream", bytes: []int{3, 3}, rbytes: []int{3, 3},
+			cum: []int{-1, -1}, final: ur(5, 4, 1), want: []int32{2, 2}, wantR: []int32{2, 2}, out: 4, reasoning: 1, mismatch: true},
+		{name: "continuous usage with reasoning counts", bytes: []int{4, 6, 4}, rbytes: []int{4, 3, 0}, cum: []int{1, 4, 5}, cumR: []int{1, 2, 2},
+			final: ur(5, 5, 2), trust: true, want: []int32{1, 3, 1}, wantR: []int32{1, 1, 0}, out: 5, reasoning: 2},
+		{name: "continuous usage without reasoning counts: mixed chunk by bytes", bytes: []int{4, 6, 4}, rbytes: []int{4, 3, 0}, cum: []int{1, 4, 5},
+			final: u(5, 5), trust: true, want: []int32{1, 3, 1}, wantR: []int32{1, 2, 0}, out: 5, reasoning: 3},
+		{name: "no usage, reasoning chunks: estimated", bytes: []int{3, 3, 3}, rbytes: []int{3, 3, 0}, cum: []int{-1, -1, -1},
+			want: []int32{1, 1, 1}, wantR: []int32{1, 1, 0}, out: 3, reasoning: 2, estimated: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var res report.Record
-			got := tokensPerChunk(tc.bytes, tc.cum, tc.final, tc.trust, &res)
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) || res.OutputTokens != tc.out || res.UsageMismatch != tc.mismatch || res.TokensEstimated != tc.estimated {
-				t.Errorf("tokens %v out %d mismatch %v estimated %v, want %v %d %v %v", got, res.OutputTokens, res.UsageMismatch,
-					res.TokensEstimated, tc.want, tc.out, tc.mismatch, tc.estimated)
+			c := chunkCounts{bytes: tc.bytes, cum: tc.cum, reasoningBytes: tc.rbytes, cumReasoning: tc.cumR}
+			if c.reasoningBytes == nil {
+				c.reasoningBytes = make([]int, len(tc.bytes))
+			}
+			if c.cumReasoning == nil {
+				c.cumReasoning = make([]int, len(tc.bytes))
+				for i := range c.cumReasoning {
+					c.cumReasoning[i] = -1
+				}
+			}
+			got, gotR := tokensPerChunk(&c, tc.final, tc.trust, &res)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(gotR) != fmt.Sprint(tc.wantR) || (gotR == nil) != (tc.wantR == nil) ||
+				res.OutputTokens != tc.out || res.ReasoningTokens != tc.reasoning || res.UsageMismatch != tc.mismatch || res.TokensEstimated != tc.estimated {
+				t.Errorf("tokens %v reasoning %v out %d reasoning %d mismatch %v estimated %v, want %v %v %d %d %v %v", got, gotR, res.OutputTokens,
+					res.ReasoningTokens, res.UsageMismatch, res.TokensEstimated, tc.want, tc.wantR, tc.out, tc.reasoning, tc.mismatch, tc.estimated)
 			}
 			if tc.final != nil && res.PromptTokens != tc.final.PromptTokens {
 				t.Errorf("prompt tokens %d, want %d", res.PromptTokens, tc.final.PromptTokens)

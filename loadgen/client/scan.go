@@ -9,7 +9,7 @@ import (
 // scanChunk is an allocation-free decoder for the fields of an OpenAI
 // stream chunk that the client needs: model, choices[].delta.content /
 // reasoning_content / reasoning, choices[].text, choices[].finish_reason and
-// usage. It validates the whole document as strictly as encoding/json and
+// usage (with its reasoning_tokens and completion_tokens_details). It validates the whole document as strictly as encoding/json and
 // returns true only when its result is exactly what parseChunkJSON would
 // return; whenever it is unsure (an error or gpulens_sim object, escapes or
 // non-ASCII bytes in keys, keys that match a known one only
@@ -72,15 +72,25 @@ const (
 )
 
 const (
-	deltaRole   = 3 // the other delta keys are content
-	usagePrompt = 0
+	deltaContent = iota
+	deltaReasoningContent
+	deltaReasoning
+	deltaRole
+)
+
+const (
+	usagePrompt = iota
+	usageCompletion
+	usageReasoning
+	usageDetails
 )
 
 var (
-	topKeys    = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
-	choiceKeys = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
-	deltaKeys  = []string{"content", "reasoning_content", "reasoning", deltaRole: "role"}
-	usageKeys  = []string{usagePrompt: "prompt_tokens", "completion_tokens"}
+	topKeys     = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
+	choiceKeys  = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
+	deltaKeys   = []string{deltaContent: "content", deltaReasoningContent: "reasoning_content", deltaReasoning: "reasoning", deltaRole: "role"}
+	usageKeys   = []string{usagePrompt: "prompt_tokens", usageCompletion: "completion_tokens", usageReasoning: "reasoning_tokens", usageDetails: "completion_tokens_details"}
+	detailsKeys = []string{"reasoning_tokens"}
 )
 
 const (
@@ -368,7 +378,7 @@ func (s *scanner) choice(p *parsed) bool {
 				return false
 			}
 			if k == choiceText {
-				p.contentBytes += n
+				p.answerBytes += n
 			} else if n > 0 {
 				p.finished = true
 			}
@@ -385,44 +395,122 @@ func (s *scanner) delta(p *parsed) bool {
 		return false
 	}
 	o := object{keys: deltaKeys, depth: 2}
+	var rc, rr []byte // the raw reasoning_content and reasoning
 	for {
 		k := s.next(&o)
-		if k < 0 {
-			return k == endObject
+		if k == badObject {
+			return false
 		}
-		n, ok := s.textLen()
+		if k == endObject {
+			break
+		}
+		if k == deltaContent || k == deltaRole {
+			n, ok := s.textLen()
+			if !ok {
+				return false
+			}
+			if k == deltaContent {
+				p.answerBytes += n
+			}
+			continue
+		}
+		if s.null() {
+			continue
+		}
+		raw, ok := s.str()
 		if !ok {
 			return false
 		}
-		if k != deltaRole {
-			p.contentBytes += n
+		if k == deltaReasoningContent {
+			rc = raw
+		} else {
+			rr = raw
 		}
 	}
+	// Both names with text: once when it is the same text (reasoningText).
+	// Equal raw strings decode equal; different ones without escapes or
+	// invalid UTF-8 decode different; anything else goes to encoding/json.
+	n1, n2 := decodedLen(rc), decodedLen(rr)
+	if n1 > 0 && n2 > 0 {
+		if bytes.Equal(rc, rr) {
+			n2 = 0
+		} else if bytes.IndexByte(rc, '\\') >= 0 || bytes.IndexByte(rr, '\\') >= 0 || !utf8.Valid(rc) || !utf8.Valid(rr) {
+			return false
+		}
+	}
+	p.reasoningBytes += n1 + n2
+	return true
 }
 
-// usage reads a usage object.
+// usage reads a usage object: the counts, and the reasoning count as
+// usageJSON.usage picks it (completion_tokens_details first).
 func (s *scanner) usage(u *Usage) bool {
 	if !s.consume('{') {
 		return false
 	}
 	o := object{keys: usageKeys, depth: 1}
+	var top, detail int
+	var haveTop, haveDetail bool
 	for {
 		k := s.next(&o)
-		if k < 0 {
-			return k == endObject
+		if k == badObject {
+			return false
+		}
+		if k == endObject {
+			break
 		}
 		if s.null() {
-			continue // encoding/json leaves the field alone: 0
+			continue // encoding/json leaves an int alone (0), a pointer nil
+		}
+		if k == usageDetails {
+			if !s.details(&detail, &haveDetail) {
+				return false
+			}
+			continue
 		}
 		v, ok := s.integer()
 		if !ok {
 			return false
 		}
-		if k == usagePrompt {
+		switch k {
+		case usagePrompt:
 			u.PromptTokens = v
-		} else {
+		case usageCompletion:
 			u.CompletionTokens = v
+		case usageReasoning:
+			top, haveTop = v, true
 		}
+	}
+	switch {
+	case haveDetail:
+		u.ReasoningTokens, u.Reasoning = detail, true
+	case haveTop:
+		u.ReasoningTokens, u.Reasoning = top, true
+	}
+	return true
+}
+
+// details reads a completion_tokens_details object (not null).
+func (s *scanner) details(v *int, have *bool) bool {
+	if !s.consume('{') {
+		return false
+	}
+	o := object{keys: detailsKeys, depth: 2}
+	for {
+		switch k := s.next(&o); k {
+		case endObject:
+			return true
+		case badObject:
+			return false
+		}
+		if s.null() {
+			continue
+		}
+		n, ok := s.integer()
+		if !ok {
+			return false
+		}
+		*v, *have = n, true
 	}
 }
 

@@ -53,7 +53,7 @@ func TestDoText(t *testing.T) {
 			// The same record as Do's, times apart.
 			plain := c.Do(context.Background(), Request{Index: 3, Prompt: "x"}, start, start)
 			for _, r := range []*struct{ a, b *time.Duration }{{&rec.Sent, &plain.Sent}, {&rec.FirstByte, &plain.FirstByte},
-				{&rec.FirstToken, &plain.FirstToken}, {&rec.End, &plain.End}, {&rec.Intended, &plain.Intended}} {
+				{&rec.FirstToken, &plain.FirstToken}, {&rec.FirstAnswerToken, &plain.FirstAnswerToken}, {&rec.End, &plain.End}, {&rec.Intended, &plain.Intended}} {
 				*r.a, *r.b = 0, 0
 			}
 			rec.ChunkOffsets, plain.ChunkOffsets = nil, nil

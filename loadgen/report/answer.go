@@ -46,6 +46,7 @@ type responseLine struct {
 	*Answer
 	PromptTokens    int    `json:"prompt_tokens"`
 	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens,omitempty"`
 	TokensEstimated bool   `json:"tokens_estimated,omitempty"`
 	ErrorClass      string `json:"error_class,omitempty"`
 }
@@ -62,7 +63,8 @@ func WriteResponses(w io.Writer, recs []Record) error {
 			continue
 		}
 		line := responseLine{Run: r.Run, Level: r.Level, Repeat: r.Repeat, Index: r.Index, Answer: r.Answer,
-			PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, TokensEstimated: r.TokensEstimated, ErrorClass: r.ErrorClass}
+			PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens, TokensEstimated: r.TokensEstimated,
+			ErrorClass: r.ErrorClass}
 		if err := enc.Encode(&line); err != nil {
 			return err
 		}
@@ -85,7 +87,8 @@ func ReadResponses(r io.Reader) ([]Record, error) {
 			return recs, fmt.Errorf("response on line %d: %w", line, err)
 		}
 		recs = append(recs, Record{Run: x.Run, Level: x.Level, Repeat: x.Repeat, Index: x.Index, Answer: x.Answer,
-			PromptTokens: x.PromptTokens, OutputTokens: x.OutputTokens, TokensEstimated: x.TokensEstimated, ErrorClass: x.ErrorClass})
+			PromptTokens: x.PromptTokens, OutputTokens: x.OutputTokens, ReasoningTokens: x.ReasoningTokens, TokensEstimated: x.TokensEstimated,
+			ErrorClass: x.ErrorClass})
 	}
 	return recs, sc.Err()
 }

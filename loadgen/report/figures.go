@@ -114,7 +114,7 @@ var SummaryFigures = func() []Figure {
 		f.measured = priced
 		m = append(m, f)
 	}
-	m = append(m, latencyFigures("ttft_seconds", "TTFT", func(s *Summary) *Dist { return &s.TTFT })...)
+	m = append(m, latencyFigures("ttft_seconds", "TTFT (any token)", func(s *Summary) *Dist { return &s.TTFT })...)
 	m = append(m, latencyFigures("itl_seconds", "ITL", func(s *Summary) *Dist { return &s.ITL })...)
 	m = append(m, latencyFigures("tpot_seconds", "TPOT", func(s *Summary) *Dist { return &s.TPOT })...)
 	m = append(m, latencyFigures("e2e_seconds", "E2E latency", func(s *Summary) *Dist { return &s.E2E })...)
@@ -197,10 +197,72 @@ var TokenFigures = func() []Figure {
 	return out
 }()
 
+// ReasoningFigures are the figures of a run's reasoning side
+// (Summary.Reasoning), in the CSV's order: the answer's latencies (every
+// percentile, aggregated across repeats like the summary's) and the
+// reasoning and answer tokens per request (mean, p50, p99). Read when the
+// run has a reasoning side, measured when the distribution has values.
+var ReasoningFigures = func() []Figure {
+	var out []Figure
+	side := func(get func(*ReasoningSummary) *Dist) func(*Run) (*Dist, bool) {
+		return func(r *Run) (*Dist, bool) {
+			if r.Summary.Reasoning == nil {
+				return nil, false
+			}
+			return get(r.Summary.Reasoning), true
+		}
+	}
+	for _, l := range []struct {
+		key, title string
+		get        func(*ReasoningSummary) *Dist
+	}{
+		{"reasoning.answer_ttft_seconds", "TTFT (answer)", func(s *ReasoningSummary) *Dist { return &s.AnswerTTFT }},
+		{"reasoning.answer_itl_seconds", "ITL (answer)", func(s *ReasoningSummary) *Dist { return &s.AnswerITL }},
+		{"reasoning.answer_tpot_seconds", "TPOT (answer)", func(s *ReasoningSummary) *Dist { return &s.AnswerTPOT }},
+	} {
+		d := side(l.get)
+		for _, p := range percentiles {
+			out = append(out, Figure{Key: l.key + "." + p.suffix, Title: l.title + " " + p.suffix, Unit: "seconds", Better: Lower, Stat: true,
+				read: func(r *Run) (float64, bool) {
+					x, ok := d(r)
+					if !ok {
+						return 0, false
+					}
+					return p.get(x), true
+				},
+				measured: func(r *Run, _ float64) bool { x, _ := d(r); return x.Count > 0 }})
+		}
+	}
+	for _, t := range []struct {
+		key, title string
+		get        func(*ReasoningSummary) *Dist
+	}{
+		{"reasoning.reasoning_tokens", "Reasoning tokens", func(s *ReasoningSummary) *Dist { return &s.ReasoningTokens }},
+		{"reasoning.answer_tokens", "Answer tokens", func(s *ReasoningSummary) *Dist { return &s.AnswerTokens }},
+	} {
+		d := side(t.get)
+		for _, p := range percentiles {
+			if p.suffix != "mean" && p.suffix != "p50" && p.suffix != "p99" {
+				continue
+			}
+			out = append(out, Figure{Key: t.key + "." + p.suffix, Title: t.title + " " + p.suffix, Unit: "tokens", Stat: true,
+				read: func(r *Run) (float64, bool) {
+					x, ok := d(r)
+					if !ok {
+						return 0, false
+					}
+					return p.get(x), true
+				},
+				measured: func(r *Run, _ float64) bool { x, _ := d(r); return x.Count > 0 }})
+		}
+	}
+	return out
+}()
+
 // FigureByKey returns the figure of a key, from SummaryFigures,
-// GPUFigures or TokenFigures.
+// GPUFigures, TokenFigures or ReasoningFigures.
 func FigureByKey(key string) (Figure, bool) {
-	for _, fs := range [][]Figure{SummaryFigures, GPUFigures, TokenFigures} {
+	for _, fs := range [][]Figure{SummaryFigures, GPUFigures, TokenFigures, ReasoningFigures} {
 		for _, f := range fs {
 			if f.Key == key {
 				return f, true

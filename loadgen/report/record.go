@@ -19,7 +19,9 @@ import (
 // offsets count from), integer nanoseconds in JSON, so that records
 // round-trip exactly. A zero FirstByte or FirstToken means it never came.
 // ChunkOffsets are offsets from Sent, one per chunk that carried generated
-// text, and ChunkTokens the output tokens each carried.
+// text (answer or reasoning), and ChunkTokens the output tokens each
+// carried; ChunkReasoningTokens (only when reasoning text was streamed) the
+// part of those that were reasoning.
 type Record struct {
 	// Run, Level and Repeat name the run; set in the per-request file only.
 	Run    string  `json:"run,omitempty"`
@@ -31,6 +33,11 @@ type Record struct {
 	Sent       time.Duration `json:"sent_ns"`
 	FirstByte  time.Duration `json:"first_byte_ns,omitempty"`
 	FirstToken time.Duration `json:"first_token_ns,omitempty"`
+	// FirstAnswerToken is when the first answer token (content, or text
+	// for completions) arrived; FirstToken the first token of any kind,
+	// reasoning included (see FirstAnswer for records written before
+	// reasoning was told apart).
+	FirstAnswerToken time.Duration `json:"first_answer_token_ns,omitempty"`
 	// End is when the answer ended, or when the request was given up
 	// (timed out, cancelled).
 	End    time.Duration `json:"end_ns"`
@@ -50,7 +57,13 @@ type Record struct {
 	Turn         int `json:"turn,omitempty"`
 
 	PromptTokens int `json:"prompt_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	// OutputTokens are all the generated tokens, reasoning included (as
+	// usage.completion_tokens counts them); ReasoningTokens the part that
+	// was reasoning: the server's count (usage.completion_tokens_details.
+	// reasoning_tokens, or SGLang's usage.reasoning_tokens) when it gave
+	// one, else the reasoning chunks' share. AnswerTokens is the rest.
+	OutputTokens    int `json:"output_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 	// RequestedInputTokens is the prompt length asked for in the server's
 	// tokens (--input-tokens, a trace's, a conversation's history; absent
 	// for a dataset's prompt), RequestedOutputTokens the max_tokens sent:
@@ -66,6 +79,10 @@ type Record struct {
 
 	ChunkOffsets []time.Duration `json:"chunk_offsets_ns,omitempty"`
 	ChunkTokens  []int32         `json:"chunk_tokens,omitempty"`
+	// ChunkReasoningTokens, parallel to ChunkTokens, are the reasoning
+	// tokens of each chunk (the rest were answer tokens); nil when no
+	// reasoning text was streamed.
+	ChunkReasoningTokens []int32 `json:"chunk_reasoning_tokens,omitempty"`
 
 	// Answer is what the server said, kept only when responses are saved
 	// (Answer): written to the saved-responses file (WriteResponses),
@@ -119,13 +136,58 @@ func (r *Record) OK() bool { return r.ErrorClass == "" }
 // interrupted (ErrInterrupted).
 func (r *Record) Interrupted() bool { return r.ErrorClass == ErrInterrupted }
 
+// Reasoned reports whether the answer had reasoning tokens, streamed or
+// counted by the server.
+func (r *Record) Reasoned() bool { return r.ReasoningTokens > 0 || r.ChunkReasoningTokens != nil }
+
+// FirstAnswer is when the first answer token arrived (0: none came). A
+// record written before reasoning was told apart has no
+// first_answer_token_ns and no reasoning: its first token was the answer's.
+func (r *Record) FirstAnswer() time.Duration {
+	if r.FirstAnswerToken != 0 || r.Reasoned() {
+		return r.FirstAnswerToken
+	}
+	return r.FirstToken
+}
+
+// AnswerTokens are the output tokens that were not reasoning.
+func (r *Record) AnswerTokens() int { return max(r.OutputTokens-r.ReasoningTokens, 0) }
+
 // InterTokenLatencies yields the token-level inter-token latencies of r in
-// seconds (docs/loadgen-metrics.md). Content chunks delivered by the same
-// read (equal offsets) form one group: the client saw their tokens at
-// once, so a group of K tokens arriving Δ after the previous group yields K
-// values Δ/K, never K−1 zeros. The tokens of the first group are covered by
-// TTFT.
+// seconds (docs/loadgen-metrics.md), over every generated token, reasoning
+// included. Content chunks delivered by the same read (equal offsets) form
+// one group: the client saw their tokens at once, so a group of K tokens
+// arriving Δ after the previous group yields K values Δ/K, never K−1
+// zeros. The tokens of the first group are covered by TTFT.
 func (r *Record) InterTokenLatencies() iter.Seq[float64] {
+	return r.interTokenLatencies(func(i int) int64 {
+		if i < len(r.ChunkTokens) {
+			return int64(r.ChunkTokens[i])
+		}
+		return 1
+	})
+}
+
+// AnswerInterTokenLatencies is InterTokenLatencies over the answer tokens
+// only: the chunks' tokens less their reasoning tokens, the first answer
+// group covered by the time to the first answer token. Without reasoning
+// it is InterTokenLatencies.
+func (r *Record) AnswerInterTokenLatencies() iter.Seq[float64] {
+	return r.interTokenLatencies(func(i int) int64 {
+		k := int64(1)
+		if i < len(r.ChunkTokens) {
+			k = int64(r.ChunkTokens[i])
+		}
+		if i < len(r.ChunkReasoningTokens) {
+			k -= int64(r.ChunkReasoningTokens[i])
+		}
+		return k
+	})
+}
+
+// interTokenLatencies yields the latencies between the groups of chunks,
+// counting tokens(i) tokens in chunk i (chunks of none are left out).
+func (r *Record) interTokenLatencies(tokens func(int) int64) iter.Seq[float64] {
 	return func(yield func(float64) bool) {
 		var (
 			prevT, curT time.Duration
@@ -145,10 +207,7 @@ func (r *Record) InterTokenLatencies() iter.Seq[float64] {
 			return true
 		}
 		for i, off := range r.ChunkOffsets {
-			k := int64(1)
-			if i < len(r.ChunkTokens) {
-				k = int64(r.ChunkTokens[i])
-			}
+			k := tokens(i)
 			if k <= 0 {
 				continue
 			}

@@ -48,14 +48,68 @@ func TestInterTokenLatencies(t *testing.T) {
 	}
 }
 
+// TestAnswerInterTokenLatencies: the answer's latencies leave the
+// reasoning tokens out, a chunk that carried both counting its answer
+// tokens only; the first answer group is covered by the time to the
+// first answer token.
+func TestAnswerInterTokenLatencies(t *testing.T) {
+	r := &Record{ChunkOffsets: []time.Duration{10e6, 20e6, 40e6, 46e6, 60e6}, ChunkTokens: []int32{1, 1, 3, 2, 1},
+		ChunkReasoningTokens: []int32{1, 1, 2, 0, 0}}
+	// All tokens: 10 ms, then 20/3 ms ×3, 3 ms ×2, 14 ms.
+	all := slices.Collect(r.InterTokenLatencies())
+	if len(all) != 7 || math.Abs(all[1]-0.02/3) > 1e-12 {
+		t.Errorf("ITL = %v", all)
+	}
+	// The answer: one token at 40 ms (its first), 2 at 46, 1 at 60.
+	want := []float64{0.003, 0.003, 0.014}
+	got := slices.Collect(r.AnswerInterTokenLatencies())
+	if len(got) != len(want) {
+		t.Fatalf("answer ITL = %v, want %v", got, want)
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("answer ITL = %v, want %v", got, want)
+		}
+	}
+	// Without reasoning the answer's latencies are all of them.
+	plain := &Record{ChunkOffsets: r.ChunkOffsets, ChunkTokens: r.ChunkTokens}
+	if a, b := slices.Collect(plain.AnswerInterTokenLatencies()), slices.Collect(plain.InterTokenLatencies()); !slices.Equal(a, b) {
+		t.Errorf("no reasoning: answer ITL %v, ITL %v", a, b)
+	}
+}
+
+// TestFirstAnswer: a record written before reasoning was told apart (no
+// first_answer_token_ns, no reasoning) began its answer with its first
+// token; one that reasoned and never answered has no answer start.
+func TestFirstAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Record
+		want time.Duration
+	}{
+		{"old record", Record{FirstToken: 50}, 50},
+		{"reasoned, then answered", Record{FirstToken: 50, FirstAnswerToken: 90, ChunkReasoningTokens: []int32{1, 0}}, 90},
+		{"reasoned, no answer", Record{FirstToken: 50, ChunkReasoningTokens: []int32{1}}, 0},
+		{"hidden reasoning counted, no answer", Record{ReasoningTokens: 30, OutputTokens: 30}, 0},
+		{"nothing came", Record{}, 0},
+	} {
+		if got := tc.r.FirstAnswer(); got != tc.want {
+			t.Errorf("%s: FirstAnswer = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if n := (&Record{OutputTokens: 10, ReasoningTokens: 7}).AnswerTokens(); n != 3 {
+		t.Errorf("answer tokens %d, want 3", n)
+	}
+}
+
 // records are one of each kind of request: completed, failed, cancelled at
 // the end of the grace period, interrupted; together they set every
 // field.
 func records() []Record {
 	return []Record{
-		{Run: "rate=2 repeat=1", Level: 2, Repeat: 1, Index: 7, Intended: 10, Sent: 12, FirstByte: 40, FirstToken: 50, End: 90, Status: 200,
-			Model: "m", PromptTokens: 9, OutputTokens: 3, RequestedInputTokens: 8, RequestedOutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
-			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, Sim: &SimTimestamps{ArrivalUnixNano: 1}, Answer: &Answer{PromptSHA256: "ab", Response: "yes"}},
+		{Run: "rate=2 repeat=1", Level: 2, Repeat: 1, Index: 7, Intended: 10, Sent: 12, FirstByte: 40, FirstToken: 50, FirstAnswerToken: 72, End: 90, Status: 200,
+			Model: "m", PromptTokens: 9, OutputTokens: 3, ReasoningTokens: 1, RequestedInputTokens: 8, RequestedOutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
+			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, ChunkReasoningTokens: []int32{1, 0}, Sim: &SimTimestamps{ArrivalUnixNano: 1}, Answer: &Answer{PromptSHA256: "ab", Response: "yes"}},
 		{Index: 8, Intended: 10, Sent: 11, FirstByte: 20, End: 21, Status: 503, ErrorClass: ErrHTTP5xx, Error: "HTTP 503: busy", PromptTokens: 4,
 			Conversation: 2, Turn: 3},
 		{Index: 9, Intended: 10, Sent: 11, FirstByte: 20, FirstToken: 30, End: 900, Status: 200, ErrorClass: ErrCancelledAtEnd,
@@ -88,8 +142,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 	}
 	// The report format: these names, in this order, never renamed.
-	want := "run level repeat index intended_ns sent_ns first_byte_ns first_token_ns end_ns status error_class error model conversation turn " +
-		"prompt_tokens output_tokens requested_input_tokens requested_output_tokens tokens_estimated usage_mismatch kernel_timestamps chunk_offsets_ns chunk_tokens"
+	want := "run level repeat index intended_ns sent_ns first_byte_ns first_token_ns first_answer_token_ns end_ns status error_class error model conversation turn " +
+		"prompt_tokens output_tokens reasoning_tokens requested_input_tokens requested_output_tokens tokens_estimated usage_mismatch kernel_timestamps " +
+		"chunk_offsets_ns chunk_tokens chunk_reasoning_tokens"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("JSON names\n got %s\nwant %s", got, want)
 	}

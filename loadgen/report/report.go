@@ -300,6 +300,10 @@ func (p CostSettings) Total(runHours float64) float64 {
 // from the intended send time (corrected for coordinated omission; equal to
 // the actual send time in closed loop); the *_from_send_seconds
 // distributions are measured from the moment the request was actually sent.
+// TTFT is the time to the first generated token of any kind, reasoning
+// included; the Reasoning side (present when a reasoning model answered)
+// holds the time to the first answer token and the answer's own ITL and
+// TPOT.
 type Summary struct {
 	RequestsCompleted int `json:"requests_completed"`
 	RequestsFailed    int `json:"requests_failed"`
@@ -345,6 +349,10 @@ type Summary struct {
 	ScheduleLag           Dist    `json:"schedule_lag_seconds"`
 	TokensEstimated       bool    `json:"tokens_estimated"`
 	UsageMismatches       int     `json:"usage_mismatches"`
+	// Reasoning splits the output into reasoning and answer when some
+	// completed request reasoned (Record.Reasoned); nil otherwise, when
+	// every token was an answer token and TTFT is the answer's.
+	Reasoning *ReasoningSummary `json:"reasoning,omitempty"`
 	// KernelTimestamped counts the completed requests whose token times
 	// are kernel receive times (the rest: when the reads returned).
 	KernelTimestamped          int     `json:"kernel_timestamped_requests"`
@@ -356,6 +364,32 @@ type Summary struct {
 	// "ttft_seconds.p99" or "output_tokens_per_second") the mean, standard
 	// deviation and Student-t 95 % confidence interval across repeats.
 	Stats map[string]Stat `json:"stats,omitempty"`
+}
+
+// ReasoningSummary is the reasoning side of a run (Summary.Reasoning):
+// the reasoning and answer tokens apart, and the latencies of the answer
+// alone, over the completed requests (those that did not reason
+// included: their answer started with their first token).
+type ReasoningSummary struct {
+	// Requests counts the completed requests that reasoned.
+	Requests int `json:"requests"`
+	// ReasoningTokens and AnswerTokens are per request; the totals are
+	// over the run (OutputTokensTotal is their sum).
+	ReasoningTokens      Dist  `json:"reasoning_tokens"`
+	AnswerTokens         Dist  `json:"answer_tokens"`
+	ReasoningTokensTotal int64 `json:"reasoning_tokens_total"`
+	AnswerTokensTotal    int64 `json:"answer_tokens_total"`
+	// AnswerTTFT is the time to the first answer token (from the intended
+	// send, as TTFT), of the requests whose answer began; AnswerITL the
+	// inter-token latencies between answer tokens and AnswerTPOT (E2E −
+	// AnswerTTFT) / (answer tokens − 1), as ITL and TPOT are over all
+	// tokens.
+	AnswerTTFT Dist `json:"answer_ttft_seconds"`
+	AnswerITL  Dist `json:"answer_itl_seconds"`
+	AnswerTPOT Dist `json:"answer_tpot_seconds"`
+	// NoAnswer counts the completed requests that reasoned but sent no
+	// answer token (the output length ran out while reasoning).
+	NoAnswer int `json:"requests_without_answer,omitempty"`
 }
 
 // Dist summarises a distribution. All fields are zero for an empty one.
@@ -496,6 +530,13 @@ func (s Summary) sanitized() Summary {
 	for _, d := range []*Dist{&s.TTFT, &s.ITL, &s.TPOT, &s.E2E, &s.TTFTFromSend, &s.E2EFromSend,
 		&s.RequestOutputTokensPerSecond, &s.InputTokens, &s.OutputTokens, &s.ScheduleLag} {
 		*d = d.sanitized()
+	}
+	if s.Reasoning != nil {
+		r := *s.Reasoning
+		for _, d := range []*Dist{&r.ReasoningTokens, &r.AnswerTokens, &r.AnswerTTFT, &r.AnswerITL, &r.AnswerTPOT} {
+			*d = d.sanitized()
+		}
+		s.Reasoning = &r
 	}
 	for _, f := range []*float64{&s.DurationSeconds, &s.RequestThroughput, &s.OutputTokensPerSecond, &s.TotalTokensPerSecond,
 		&s.GoodputPerSecond, &s.GoodputRatio, &s.TargetRatePerSecond, &s.AchievedRatePerSecond, &s.MeasuredConcurrencyAverage,

@@ -5,17 +5,19 @@ import (
 )
 
 // Aggregate combines the repeats of one level, the one place they are:
-// every figure of report.SummaryFigures and report.GPUFigures marked Stat
+// every figure of report.SummaryFigures, report.GPUFigures and
+// report.ReasoningFigures marked Stat
 // gets the mean across the repeats that have it, with its stddev and
 // Student-t 95 % CI, in Summary.Stats; the summary's figures and
 // distributions are the means, counts are summed; the GPU side is
-// AggregateGPU's and the turn side (multi-turn runs) AggregateTurns'.
+// AggregateGPU's, the turn side (multi-turn runs) AggregateTurns' and the
+// reasoning side AggregateReasoning's.
 func Aggregate(reps []report.Run) report.Run {
 	agg := report.Run{Name: report.AggregateName(reps[0].Name, len(reps)), Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
 	s := &agg.Summary
 	s.Errors = map[string]int{}
 	s.Stats = map[string]report.Stat{}
-	for _, fs := range [][]report.Figure{report.SummaryFigures, report.GPUFigures} {
+	for _, fs := range [][]report.Figure{report.SummaryFigures, report.GPUFigures, report.ReasoningFigures} {
 		for _, f := range fs {
 			if !f.Stat {
 				continue
@@ -33,6 +35,7 @@ func Aggregate(reps []report.Run) report.Run {
 	}
 	agg.GPU = AggregateGPU(reps)
 	agg.Turns = AggregateTurns(reps)
+	s.Reasoning = AggregateReasoning(reps)
 	dists := []struct {
 		dst *report.Dist
 		get func(*report.Summary) *report.Dist
@@ -120,6 +123,43 @@ func meanDist[T any](reps []T, get func(*T) *report.Dist) (report.Dist, bool) {
 		m.Max = max(m.Max, v.Max)
 	}
 	return m, len(have) > 0
+}
+
+// AggregateReasoning combines the reasoning side
+// (report.ReasoningSummary) of the repeats of one level (Aggregate) by
+// the rules of the other figures: counts and totals summed, every
+// distribution meanDist over the repeats in which it has values. Repeats
+// without a reasoning side are left out; nil when none has one.
+func AggregateReasoning(reps []report.Run) *report.ReasoningSummary {
+	var rs []*report.ReasoningSummary
+	for i := range reps {
+		if r := reps[i].Summary.Reasoning; r != nil {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	agg := &report.ReasoningSummary{}
+	for _, r := range rs {
+		agg.Requests += r.Requests
+		agg.NoAnswer += r.NoAnswer
+		agg.ReasoningTokensTotal += r.ReasoningTokensTotal
+		agg.AnswerTokensTotal += r.AnswerTokensTotal
+	}
+	for _, d := range []struct {
+		dst *report.Dist
+		get func(*report.ReasoningSummary) *report.Dist
+	}{
+		{&agg.ReasoningTokens, func(x *report.ReasoningSummary) *report.Dist { return &x.ReasoningTokens }},
+		{&agg.AnswerTokens, func(x *report.ReasoningSummary) *report.Dist { return &x.AnswerTokens }},
+		{&agg.AnswerTTFT, func(x *report.ReasoningSummary) *report.Dist { return &x.AnswerTTFT }},
+		{&agg.AnswerITL, func(x *report.ReasoningSummary) *report.Dist { return &x.AnswerITL }},
+		{&agg.AnswerTPOT, func(x *report.ReasoningSummary) *report.Dist { return &x.AnswerTPOT }},
+	} {
+		*d.dst, _ = meanDist(rs, func(r **report.ReasoningSummary) *report.Dist { return d.get(*r) })
+	}
+	return agg
 }
 
 // AggregateTurns combines the turn side (report.TurnSummary) of the

@@ -161,7 +161,54 @@ func Summarize(records []report.Record, cfg SummaryConfig) report.Summary {
 		s.RateNotAchieved = s.AchievedRatePerSecond < 0.95*scheduled || s.ScheduleLag.P50 > 1/cfg.TargetRate
 	}
 	s.Cost = cfg.Prices.RunCost(s.DurationSeconds, s.RequestsCompleted, s.InputTokensTotal, s.OutputTokensTotal)
+	s.Reasoning = Reasoning(records)
 	return s
+}
+
+// Reasoning is the reasoning side of a run (report.ReasoningSummary) over
+// its completed records, or nil when none of them reasoned. Latencies
+// count from the intended send, as in Summarize.
+func Reasoning(records []report.Record) *report.ReasoningSummary {
+	reasoned := false
+	for i := range records {
+		reasoned = reasoned || (records[i].OK() && records[i].Reasoned())
+	}
+	if !reasoned {
+		return nil
+	}
+	rs := &report.ReasoningSummary{}
+	var rTok, aTok, ttft, itl, tpot []float64
+	for i := range records {
+		r := &records[i]
+		if !r.OK() {
+			continue
+		}
+		if r.Reasoned() {
+			rs.Requests++
+		}
+		rt, at := r.ReasoningTokens, r.AnswerTokens()
+		rTok, aTok = append(rTok, float64(rt)), append(aTok, float64(at))
+		rs.ReasoningTokensTotal += int64(rt)
+		rs.AnswerTokensTotal += int64(at)
+		fa := r.FirstAnswer()
+		if fa == 0 {
+			if r.Reasoned() {
+				rs.NoAnswer++
+			}
+			continue
+		}
+		v := (fa - r.Intended).Seconds()
+		ttft = append(ttft, v)
+		if at > 1 {
+			tpot = append(tpot, ((r.End-r.Intended).Seconds()-v)/float64(at-1))
+		}
+		for g := range r.AnswerInterTokenLatencies() {
+			itl = append(itl, g)
+		}
+	}
+	rs.ReasoningTokens, rs.AnswerTokens = Dist(rTok), Dist(aTok)
+	rs.AnswerTTFT, rs.AnswerITL, rs.AnswerTPOT = Dist(ttft), Dist(itl), Dist(tpot)
+	return rs
 }
 
 // appendITL adds the token-level inter-token latencies of r
