@@ -66,10 +66,12 @@ type Metric struct {
 func (m Metric) get(r *report.Run) (float64, bool) { return m.fig.Measured(r) }
 
 // Metrics are the compared metrics, in display order: figures of
-// report.SummaryFigures and report.GPUFigures, named by key.
+// report.SummaryFigures, report.ReasoningFigures (compared when a report
+// reasoned) and report.GPUFigures, named by key.
 var Metrics = metrics(
 	"request_throughput_per_second", "output_tokens_per_second", "goodput_per_second",
 	"ttft_seconds.p50", "ttft_seconds.p99", "itl_seconds.p50", "itl_seconds.p99",
+	"reasoning.answer_ttft_seconds.p50", "reasoning.answer_ttft_seconds.p99", "reasoning.answer_itl_seconds.p50",
 	report.StatGPUPeakMemoryUsedBytes, report.StatGPUOutputTokensPerJoule,
 	"cost.per_1k_requests_usd",
 )
@@ -317,6 +319,13 @@ func Compare(inputs []Input) (*Result, error) {
 	if !goodput {
 		res.Notes = append(res.Notes, "no report sets an SLO: goodput equals throughput and is not compared")
 	}
+	// The answer's own latencies, when a report's model reasoned.
+	reasoning := false
+	for _, s := range sides {
+		for _, r := range s.in.Doc.Runs {
+			reasoning = reasoning || r.Summary.Reasoning != nil
+		}
+	}
 	// A report whose server counted other lengths than it asked for
 	// measured another workload than its settings say.
 	for _, ri := range res.Reports {
@@ -330,7 +339,7 @@ func Compare(inputs []Input) (*Result, error) {
 	}
 	for _, other := range sides[1:] {
 		res.Warnings = append(res.Warnings, configWarnings(base, other, &res.Notes)...)
-		p, err := comparePair(base, other, goodput, &res.Notes)
+		p, err := comparePair(base, other, goodput, reasoning, &res.Notes)
 		if err != nil {
 			return nil, err
 		}
@@ -339,7 +348,7 @@ func Compare(inputs []Input) (*Result, error) {
 	return res, nil
 }
 
-func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
+func comparePair(a, b *side, goodput, reasoning bool, notes *[]string) (Pair, error) {
 	p := Pair{A: a.in.Name, B: b.in.Name}
 	if a.mode != b.mode {
 		return p, fmt.Errorf("%s is %s-loop and %s %s-loop: their levels (%s, %s) are not comparable",
@@ -360,7 +369,7 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 		lb := b.levels[lv]
 		level := Level{Level: lv, Label: format.Level(a.mode == report.ModeOpen, lv)}
 		for _, m := range Metrics {
-			if m.Key == "goodput_per_second" && !goodput {
+			if m.Key == "goodput_per_second" && !goodput || strings.HasPrefix(m.Key, "reasoning.") && !reasoning {
 				continue
 			}
 			sa, okA := la.stat(m)
@@ -391,6 +400,8 @@ func comparePair(a, b *side, goodput bool, notes *[]string) (Pair, error) {
 				why = " (measured per level when the load generator reads a gpulens exporter)"
 			case strings.HasPrefix(m.Key, "cost."):
 				why = " (no GPU price in its settings, or no completed request)"
+			case strings.HasPrefix(m.Key, "reasoning."):
+				why = " (its model streamed no reasoning and the server counted none)"
 			}
 			*notes = append(*notes, fmt.Sprintf("%s vs %s: %s not compared at some or all levels: missing in %s%s",
 				a.in.Name, b.in.Name, m.Title, strings.Join(names, ", "), why))

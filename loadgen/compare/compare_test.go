@@ -251,7 +251,7 @@ func TestCompareSweeps(t *testing.T) {
 		"22 [17, 27]",
 		"+83.3 %",
 		"B better: larger than the noise (Welch t=6.12, df=4.0, |t| > 2.776)",
-		"TTFT p99 (seconds)",
+		"TTFT (any token) p99 (seconds)",
 		"120 ms [70.3 ms, 170 ms]",
 		"Peak VRAM (bytes)",
 		"40 GiB",

@@ -69,7 +69,9 @@ type view struct {
 	Meta     []kv
 	Settings []kv
 	Runs     []runRow
-	Charts   []chart
+	// Reasoning holds the runs that reasoned (reasoning.go).
+	Reasoning []reasoningRow
+	Charts    []chart
 	Warnings []string
 	// Aggregates: some rows are the means of a level's repeats.
 	Aggregates bool
@@ -204,6 +206,7 @@ func build(doc *report.Document) view {
 		}
 		v.Runs = append(v.Runs, runRow{Run: r, Label: labels[i], Error: n})
 	}
+	v.Reasoning = reasoningRows(doc.Runs, labels)
 	v.Charts = charts(doc, labels)
 	return v
 }
@@ -412,7 +415,7 @@ func charts(doc *report.Document, labels []string) []chart {
 		return c
 	}
 	out := []chart{
-		dist(ChartTTFT, "Time to first token", func(s *report.Summary) report.Dist { return s.TTFT }),
+		dist(ChartTTFT, "Time to first token (of any kind: reasoning included)", func(s *report.Summary) report.Dist { return s.TTFT }),
 		dist(ChartITL, "Inter-token latency", func(s *report.Summary) report.Dist { return s.ITL }),
 		dist(ChartTPOT, "Time per output token", func(s *report.Summary) report.Dist { return s.TPOT }),
 		dist(ChartE2E, "End-to-end latency", func(s *report.Summary) report.Dist { return s.E2E }),
@@ -473,7 +476,8 @@ func charts(doc *report.Document, labels []string) []chart {
 		ec.Caption = "Errors summed over the repeats of each level."
 	}
 	out = append(out, ec)
-	out = append(out, gpuCharts(doc)...) // peak VRAM, tokens/J, when an exporter was read (gpucharts.go)
+	out = append(out, reasoningCharts(doc, labels)...) // reasoning against answer, when a run reasoned (reasoning.go)
+	out = append(out, gpuCharts(doc)...)               // peak VRAM, tokens/J, when an exporter was read (gpucharts.go)
 	// The server's metrics over time and the TTFT by turn, when the report
 	// has them (timeline.go).
 	out = append(out, workloadCharts(doc, labels)...)

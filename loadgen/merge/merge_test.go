@@ -45,6 +45,15 @@ func synth(k int, off time.Duration) report.Record {
 		r.OutputTokens += 1 + c%3
 	}
 	r.End = r.Sent + at + time.Millisecond
+	r.FirstAnswerToken = r.FirstToken
+	if k%3 == 0 {
+		// A reasoning model: the first two chunks were reasoning, the
+		// first of the third's three tokens too.
+		r.ChunkReasoningTokens = make([]int32, chunks)
+		r.ChunkReasoningTokens[0], r.ChunkReasoningTokens[1], r.ChunkReasoningTokens[2] = r.ChunkTokens[0], r.ChunkTokens[1], 1
+		r.ReasoningTokens = int(r.ChunkTokens[0] + r.ChunkTokens[1] + 1)
+		r.FirstAnswerToken = r.Sent + r.ChunkOffsets[2]
+	}
 	return r
 }
 
@@ -134,7 +143,8 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 		t.Errorf("metadata = %+v", md)
 	}
 	// Sanity of the synthetic data: failures of both classes are in it.
-	if want.Errors[report.ErrHTTP5xx] == 0 || want.Errors[report.ErrTimeout] == 0 || want.ITL.Count == 0 || want.GoodRequests == 0 {
+	if want.Errors[report.ErrHTTP5xx] == 0 || want.Errors[report.ErrTimeout] == 0 || want.ITL.Count == 0 || want.GoodRequests == 0 ||
+		want.Reasoning == nil || want.Reasoning.AnswerITL.Count == 0 || want.Reasoning.AnswerTTFT.P99 <= want.TTFT.P99 {
 		t.Fatalf("synthetic schedule too easy: %+v", want)
 	}
 

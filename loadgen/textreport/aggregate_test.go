@@ -30,6 +30,13 @@ func aggregatedDoc() *report.Document {
 	r2.Summary.InputTokensRequested = &report.Dist{Count: 20, Mean: 256, P50: 256, P99: 256}
 	r1.Summary.OutputTokensRequested = &report.Dist{Count: 10, Mean: 128, P50: 128, P99: 128}
 	r2.Summary.OutputTokensRequested = &report.Dist{Count: 20, Mean: 128, P50: 128, P99: 128}
+	side := func(k float64) *report.ReasoningSummary {
+		d := func(v float64) report.Dist {
+			return report.Dist{Count: 10, Mean: v, Stddev: v / 10, P50: v, P90: 1.1 * v, P95: 1.2 * v, P99: 1.3 * v, Max: 1.5 * v}
+		}
+		return &report.ReasoningSummary{Requests: 10, ReasoningTokens: d(200 * k), AnswerTokens: d(90 * k), AnswerTTFT: d(2 * k), AnswerITL: d(0.01 * k), AnswerTPOT: d(0.011 * k)}
+	}
+	r1.Summary.Reasoning, r2.Summary.Reasoning = side(1), side(1.5)
 	reps := []report.Run{r1, r2}
 	agg := stats.Aggregate(reps)
 	return &report.Document{Runs: []report.Run{r1, r2, agg}}

@@ -1,6 +1,7 @@
 // Package textreport writes a report document as text: a CSV summary (one
 // row per run: every figure of report.SummaryFigures, the error counts,
-// then report.GPUFigures and report.TokenFigures) and the console table
+// then report.GPUFigures, report.TokenFigures and report.ReasoningFigures)
+// and the console table
 // gpulens-loadgen prints at the end of a command, with its warnings and
 // notes.
 package textreport
@@ -27,7 +28,8 @@ func WriteCSVFile(path string, d *report.Document) error {
 
 // WriteCSV writes one row per run: name, level, repeat, aggregate, every
 // metric, the error counts by class, then the GPU side (empty cells for a
-// run the exporter was not read for).
+// run the exporter was not read for), the lengths and the reasoning side
+// (empty cells for a run without reasoning).
 func WriteCSV(w io.Writer, d *report.Document) error {
 	cw := csv.NewWriter(w)
 	head := []string{"name", "level", "repeat", "aggregate"}
@@ -37,7 +39,7 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	for _, c := range report.ErrorClasses {
 		head = append(head, "errors."+c)
 	}
-	for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures} {
+	for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.ReasoningFigures} {
 		for _, f := range fs {
 			head = append(head, f.Key)
 		}
@@ -55,7 +57,7 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 		for _, c := range report.ErrorClasses {
 			row = append(row, strconv.Itoa(r.Summary.Errors[c]))
 		}
-		for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures} {
+		for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.ReasoningFigures} {
 			for _, f := range fs {
 				if v, ok := f.Read(r); ok {
 					row = append(row, ff(v))
@@ -96,6 +98,7 @@ func WriteTable(w io.Writer, d *report.Document) {
 			s.TPOT.P50*1e3, s.E2E.P99, s.GoodputPerSecond, s.Cost.Per1kRequestsUSD)
 	}
 	tw.Flush()
+	writeReasoning(w, d)
 	writeTokens(w, d)
 	if n := aggregates(d); n > 0 {
 		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
