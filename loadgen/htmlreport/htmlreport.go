@@ -72,7 +72,7 @@ type view struct {
 	// Reasoning holds the runs that reasoned (reasoning.go).
 	Reasoning []reasoningRow
 	Charts    []chart
-	Warnings []string
+	Warnings  []string
 	// Aggregates: some rows are the means of a level's repeats.
 	Aggregates bool
 	Generated  string
