@@ -64,6 +64,7 @@ var simFlagNames = map[option.Name]string{
 	"OutputTokensMean": "--sim.output-tokens-mean",
 	"MaxOutputTokens":  "--sim.max-output-tokens",
 	"TokensPerChunk":   "--sim.tokens-per-chunk",
+	"ReasoningTokens":  "--sim.reasoning-tokens",
 	"Jitter":           "--sim.jitter",
 	"ErrorRate":        "--sim.error-rate",
 	"DisconnectRate":   "--sim.disconnect-rate",

@@ -77,6 +77,13 @@ type Config struct {
 	// "assistant","content":""}) as soon as the request arrives; otherwise
 	// the role rides on the first content chunk.
 	RoleChunk bool
+	// ReasoningTokens makes the server a reasoning model: the first
+	// ReasoningTokens output tokens of every chat answer (all of a shorter
+	// one) are its thinking, streamed in delta.reasoning and counted in
+	// usage.completion_tokens_details.reasoning_tokens (reasoning.go). A
+	// request turns it off with chat_template_kwargs.enable_thinking
+	// false. 0: no reasoning.
+	ReasoningTokens int
 	// ContinuousUsage adds cumulative usage to every chunk, as vLLM does for
 	// stream_options.continuous_usage_stats (which a request can also ask
 	// for itself).
@@ -168,6 +175,7 @@ func (c *Config) Validate() error {
 	count("MaxQueue", c.MaxQueue)
 	count("PrefixCacheTokens", c.PrefixCacheTokens)
 	count("PrefixBlockTokens", c.PrefixBlockTokens)
+	count("ReasoningTokens", c.ReasoningTokens)
 	atLeast1 := func(name option.Name, v int) {
 		if v < 1 {
 			errs = append(errs, option.Errorf("%s must be at least 1, got %d", name, v))

@@ -88,9 +88,8 @@ func (c *chunker) appendContentChunk(b []byte, from, to int, last bool, times, c
 		if from == 0 && !c.s.cfg.RoleChunk {
 			b = append(b, `"role":"assistant",`...)
 		}
-		b = append(b, `"content":"`...)
-		b = appendTokens(b, c.r, from, to)
-		b = append(b, `"},"logprobs":null,"finish_reason":`...)
+		b = appendDelta(b, c.r, from, to) // reasoning.go
+		b = append(b, `},"logprobs":null,"finish_reason":`...)
 		b = appendFinish(b, c.r, last)
 		b = append(b, "}]"...)
 	} else {
@@ -102,7 +101,7 @@ func (c *chunker) appendContentChunk(b []byte, from, to int, last bool, times, c
 	}
 	if c.o.continuous {
 		b = append(b, ',')
-		b = appendUsage(b, c.r.promptTokens, to)
+		b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, to), c.r, to)
 	}
 	if last && !c.o.includeUsage {
 		b = append(b, ',')
@@ -125,7 +124,7 @@ func appendFinish(b []byte, r *request, last bool) []byte {
 func (c *chunker) appendUsageChunk(b []byte, times, chunkTimes []int64) []byte {
 	b = append(b, c.prefix...)
 	b = append(b, "],"...)
-	b = appendUsage(b, c.r.promptTokens, len(times))
+	b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, len(times)), c.r, len(times))
 	b = append(b, ',')
 	b = appendSim(b, c.r, times, chunkTimes)
 	return append(b, "}\n\n"...)
@@ -186,14 +185,16 @@ func simInfo(r *request, times, chunkTimes []int64) *SimInfo {
 }
 
 type usageJSON struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     int                `json:"prompt_tokens"`
+	TotalTokens      int                `json:"total_tokens"`
+	CompletionTokens int                `json:"completion_tokens"`
+	Details          *completionDetails `json:"completion_tokens_details,omitempty"`
 }
 
 type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 type chatChoice struct {

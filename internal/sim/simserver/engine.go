@@ -19,6 +19,7 @@ type request struct {
 	promptTokens int
 	target       int  // output tokens to produce
 	lengthCapped bool // target hit max_tokens: finish_reason "length"
+	reasoning    int  // the first output tokens that are reasoning (reasoning.go)
 	kv           int  // KV-cache tokens reserved while running
 	wordOffset   int
 	stallAt      int // stall before producing token stallAt (0-based); -1: never

@@ -269,6 +269,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 	}
 	r.blocks = s.promptBlocks(&req, chat)
 	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
+	r.reasoning = s.reasoningTokens(body, chat, r.target)
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (the configured error rate)")
@@ -368,15 +369,16 @@ func (s *Server) respond(ctx context.Context, w http.ResponseWriter, r *request,
 			break
 		}
 	}
-	text := string(appendTokens(nil, r, 0, len(times)))
+	thinking, text := splitAnswer(r, len(times))
 	reason := finishReason(r)
-	usage := usageJSON{PromptTokens: r.promptTokens, TotalTokens: r.promptTokens + len(times), CompletionTokens: len(times)}
+	usage := usageJSON{PromptTokens: r.promptTokens, TotalTokens: r.promptTokens + len(times), CompletionTokens: len(times),
+		Details: reasoningDetails(r, len(times))}
 	sim := simInfo(r, times, nil)
 	created := r.arrival.Unix()
 	var resp any
 	if chat {
 		resp = chatResponse{ID: "chatcmpl-sim-" + strconv.FormatUint(r.seq, 10), Object: "chat.completion", Created: created,
-			Model: s.cfg.Model, Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text}, FinishReason: reason}},
+			Model: s.cfg.Model, Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text, Reasoning: thinking}, FinishReason: reason}},
 			Usage: usage, Sim: sim}
 	} else {
 		resp = textResponse{ID: "cmpl-sim-" + strconv.FormatUint(r.seq, 10), Object: "text_completion", Created: created,
