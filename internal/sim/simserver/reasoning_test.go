@@ -89,7 +89,9 @@ func TestReasoningStream(t *testing.T) {
 	// The same text as without reasoning, split after the third word.
 	_, plain := startServer(t, Config{Seed: 3, FixedTTFT: time.Millisecond, FixedITL: 100 * time.Microsecond})
 	_, b := post(t, plain+"/v1/chat/completions", chatBody(`,"max_tokens":6,"ignore_eos":true`))
-	var whole struct{ Choices []struct{ Message struct{ Content string } } }
+	var whole struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
 	if err := json.Unmarshal(b, &whole); err != nil {
 		t.Fatal(err)
 	}
