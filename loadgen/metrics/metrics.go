@@ -35,8 +35,10 @@ type Info struct {
 // Metrics records live run measurements. It implements runner.Observer.
 type Metrics struct {
 	ttft, itl, tpot, e2e, tps, lag prometheus.Histogram
+	answerTTFT                     prometheus.Histogram
 	requests                       *prometheus.CounterVec
 	tokens                         *prometheus.CounterVec
+	reasoningTokens                prometheus.Counter
 	inFlight                       prometheus.Gauge
 
 	mu        sync.Mutex
@@ -61,7 +63,9 @@ func New(reg prometheus.Registerer, l Labels, info Info, prices report.CostSetti
 		})
 	}
 	m := &Metrics{
-		ttft: hist("time_to_first_token_seconds", "Time from the intended send time to the first generated token.", TTFTBuckets),
+		ttft: hist("time_to_first_token_seconds", "Time from the intended send time to the first generated token of any kind, reasoning included.", TTFTBuckets),
+		answerTTFT: hist("time_to_first_answer_token_seconds",
+			"Time from the intended send time to the first answer token (not reasoning): the TTFT a reader of the answer sees; equal to TTFT without reasoning.", TTFTBuckets),
 		itl:  hist("inter_token_latency_seconds", "Token-level latency between consecutive output tokens.", ITLBuckets),
 		tpot: hist("time_per_output_token_seconds", "Per request (E2E - TTFT) / (output tokens - 1).", ITLBuckets),
 		e2e:  hist("request_duration_seconds", "Time from the intended send time to the last byte of a successful request.", E2EBuckets),
@@ -75,6 +79,10 @@ func New(reg prometheus.Registerer, l Labels, info Info, prices report.CostSetti
 			Namespace: "gpulens", Subsystem: "loadgen", Name: "tokens_total", ConstLabels: cl,
 			Help: "Input and output tokens of successful requests.",
 		}, []string{"kind"}),
+		reasoningTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "gpulens", Subsystem: "loadgen", Name: "reasoning_tokens_total", ConstLabels: cl,
+			Help: "Output tokens of successful requests that were reasoning (part of tokens_total{kind=\"output\"}).",
+		}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "gpulens", Subsystem: "loadgen", Name: "in_flight_requests", ConstLabels: cl,
 			Help: "Requests sent and not yet finished.",
@@ -105,7 +113,8 @@ func New(reg prometheus.Registerer, l Labels, info Info, prices report.CostSetti
 		Namespace: "gpulens", Subsystem: "loadgen", Name: "cost_per_million_output_tokens_usd", ConstLabels: cl,
 		Help: "Cost so far divided by output tokens, times one million (NaN before the first).",
 	}, func() float64 { _, _, o := m.cost(); return o })
-	reg.MustRegister(m.ttft, m.itl, m.tpot, m.e2e, m.tps, m.lag, m.requests, m.tokens, m.inFlight, runInfo, costTotal, perReq, perMOut)
+	reg.MustRegister(m.ttft, m.answerTTFT, m.itl, m.tpot, m.e2e, m.tps, m.lag, m.requests, m.tokens, m.reasoningTokens, m.inFlight, runInfo,
+		costTotal, perReq, perMOut)
 	return m
 }
 
@@ -151,6 +160,7 @@ func (m *Metrics) Finished(r *report.Record, warmup bool) {
 	m.requests.WithLabelValues("success").Inc()
 	m.tokens.WithLabelValues("input").Add(float64(r.PromptTokens))
 	m.tokens.WithLabelValues("output").Add(float64(r.OutputTokens))
+	m.reasoningTokens.Add(float64(r.ReasoningTokens))
 	if !warmup {
 		m.mu.Lock()
 		m.completed++
@@ -168,6 +178,9 @@ func (m *Metrics) Finished(r *report.Record, warmup bool) {
 		if r.OutputTokens > 1 {
 			m.tpot.Observe((e2e - ttft) / float64(r.OutputTokens-1))
 		}
+	}
+	if fa := r.FirstAnswer(); fa != 0 {
+		m.answerTTFT.Observe((fa - r.Intended).Seconds())
 	}
 	for g := range r.InterTokenLatencies() {
 		m.itl.Observe(g)

@@ -58,7 +58,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 	expected := `
-# HELP gpulens_loadgen_time_to_first_token_seconds Time from the intended send time to the first generated token.
+# HELP gpulens_loadgen_time_to_first_token_seconds Time from the intended send time to the first generated token of any kind, reasoning included.
 # TYPE gpulens_loadgen_time_to_first_token_seconds histogram
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected+ttftLines), "gpulens_loadgen_time_to_first_token_seconds"); err != nil {
@@ -92,6 +92,43 @@ gpulens_loadgen_time_to_first_token_seconds_bucket{model="m",scenario="s",target
 gpulens_loadgen_time_to_first_token_seconds_sum{model="m",scenario="s",target="http://127.0.0.1:1/v1"} 0.051
 gpulens_loadgen_time_to_first_token_seconds_count{model="m",scenario="s",target="http://127.0.0.1:1/v1"} 1
 `
+
+// TestMetricsReasoning: the time to the first answer token is the first
+// token's without reasoning and the answer's with it; reasoning tokens
+// are counted apart (and within the output tokens).
+func TestMetricsReasoning(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, Labels{Target: "t", Model: "m"}, Info{}, report.CostSettings{GPUs: 1}, nil)
+	plain := report.Record{Intended: 0, Sent: 0, FirstToken: 50 * time.Millisecond, End: 80 * time.Millisecond, OutputTokens: 2,
+		ChunkOffsets: []time.Duration{50e6, 80e6}}
+	thinking := report.Record{Intended: 0, Sent: 0, FirstToken: 20 * time.Millisecond, FirstAnswerToken: 300 * time.Millisecond, End: 320 * time.Millisecond,
+		OutputTokens: 30, ReasoningTokens: 28, ChunkOffsets: []time.Duration{20e6, 300e6, 320e6}, ChunkTokens: []int32{1, 28, 1},
+		ChunkReasoningTokens: []int32{1, 27, 0}}
+	for _, r := range []*report.Record{&plain, &thinking} {
+		m.Started()
+		m.Finished(r, false)
+	}
+	if got := testutil.ToFloat64(m.reasoningTokens); got != 28 {
+		t.Errorf("reasoning tokens = %v, want 28", got)
+	}
+	if got := testutil.ToFloat64(m.tokens.WithLabelValues("output")); got != 32 {
+		t.Errorf("output tokens = %v, want 32", got)
+	}
+	var mf dto.Metric
+	if err := m.answerTTFT.Write(&mf); err != nil {
+		t.Fatal(err)
+	}
+	if h := mf.GetHistogram(); h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.35) > 1e-12 {
+		t.Errorf("answer TTFT: %d samples, sum %v; want 2 and 0.35 (50 ms, 300 ms)", h.GetSampleCount(), h.GetSampleSum())
+	}
+	mf.Reset()
+	if err := m.ttft.Write(&mf); err != nil {
+		t.Fatal(err)
+	}
+	if h := mf.GetHistogram(); math.Abs(h.GetSampleSum()-0.07) > 1e-12 {
+		t.Errorf("TTFT sum %v, want 0.07 (50 ms, 20 ms)", h.GetSampleSum())
+	}
+}
 
 func mustGather(t *testing.T, reg *prometheus.Registry) []*dto.MetricFamily {
 	t.Helper()
