@@ -2,8 +2,11 @@ package client
 
 import (
 	"bytes"
+	"math"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // scanChunk is an allocation-free decoder for the fields of an OpenAI
@@ -11,7 +14,7 @@ import (
 // reasoning_content / reasoning, choices[].text, choices[].finish_reason and
 // usage (with its reasoning_tokens and completion_tokens_details). It validates the whole document as strictly as encoding/json and
 // returns true only when its result is exactly what parseChunkJSON would
-// return; whenever it is unsure (an error or gpulens_sim object, escapes or
+// return; whenever it is unsure (an error object, escapes or
 // non-ASCII bytes in keys, keys that match a known one only
 // case-insensitively, duplicate known keys, non-integer or huge token
 // counts, deep nesting, invalid JSON) it returns false and the caller falls
@@ -48,7 +51,15 @@ func scanChunk(data []byte, p *parsed) bool {
 				return false
 			}
 			p.hasUsage = true
-		case topError, topSim:
+		case topSim:
+			if s.null() {
+				continue
+			}
+			p.sim = new(report.SimTimestamps)
+			if !s.sim(p.sim) {
+				return false
+			}
+		case topError:
 			if !s.null() {
 				return false // rare: let encoding/json decode it
 			}
@@ -91,6 +102,14 @@ var (
 	deltaKeys   = []string{deltaContent: "content", deltaReasoningContent: "reasoning_content", deltaReasoning: "reasoning", deltaRole: "role"}
 	usageKeys   = []string{usagePrompt: "prompt_tokens", usageCompletion: "completion_tokens", usageReasoning: "reasoning_tokens", usageDetails: "completion_tokens_details"}
 	detailsKeys = []string{"reasoning_tokens"}
+	simKeys     = []string{simArrival: "arrival_unix_nano", simFirstToken: "first_token_unix_nano", simTokens: "token_unix_nanos", simChunks: "chunk_unix_nanos"}
+)
+
+const (
+	simArrival = iota
+	simFirstToken
+	simTokens
+	simChunks
 )
 
 const (
@@ -544,6 +563,124 @@ func (s *scanner) integer() (int, bool) {
 		v = -v
 	}
 	return v, true
+}
+
+// sim reads the simulator's gpulens_sim object (not null) into t, as
+// encoding/json decodes it into report.SimTimestamps: its times are the
+// accuracy benchmark's reference, and one per request would otherwise
+// send the whole last chunk to encoding/json.
+func (s *scanner) sim(t *report.SimTimestamps) bool {
+	if !s.consume('{') {
+		return false
+	}
+	o := object{keys: simKeys, depth: 1}
+	for {
+		k := s.next(&o)
+		switch k {
+		case endObject:
+			return true
+		case badObject:
+			return false
+		}
+		if s.null() {
+			continue // encoding/json leaves the field alone
+		}
+		var ok bool
+		switch k {
+		case simArrival:
+			t.ArrivalUnixNano, ok = s.int64v()
+		case simFirstToken:
+			t.FirstTokenUnixNano, ok = s.int64v()
+		case simTokens:
+			t.TokenUnixNanos, ok = s.int64s()
+		case simChunks:
+			t.ChunkUnixNanos, ok = s.int64s()
+		}
+		if !ok {
+			return false
+		}
+	}
+}
+
+// int64s reads an array of integers (not null) into a new slice of its
+// length (empty, not nil, for [] as encoding/json decodes it); a null or
+// other element falls back.
+func (s *scanner) int64s() ([]int64, bool) {
+	if !s.consume('[') {
+		return nil, false
+	}
+	start, n := s.i, 0
+	for pass := 0; pass < 2; pass++ {
+		var out []int64
+		if pass == 1 {
+			s.i, out = start, make([]int64, 0, n)
+		}
+		for first := true; ; first = false {
+			ok, end := s.more(']', first)
+			if !ok {
+				return nil, false
+			}
+			if end {
+				break
+			}
+			s.ws()
+			v, ok := s.int64v()
+			if !ok {
+				return nil, false
+			}
+			if pass == 0 {
+				n++
+			} else {
+				out = append(out, v)
+			}
+		}
+		if pass == 1 {
+			return out, true
+		}
+	}
+	return nil, false // not reached
+}
+
+// int64v reads an int64 as integer does, up to 19 digits within its
+// range.
+func (s *scanner) int64v() (int64, bool) {
+	i := s.i
+	neg := i < len(s.b) && s.b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var v uint64
+	for i < len(s.b) && '0' <= s.b[i] && s.b[i] <= '9' {
+		if i-start == 19 {
+			return 0, false
+		}
+		v = v*10 + uint64(s.b[i]-'0')
+		i++
+	}
+	digits := i - start
+	if digits == 0 || (digits > 1 && s.b[start] == '0') {
+		return 0, false
+	}
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++
+	}
+	if v > limit {
+		return 0, false
+	}
+	if i < len(s.b) {
+		switch s.b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+		default:
+			return 0, false
+		}
+	}
+	s.i = i
+	if neg {
+		return int64(-v), true
+	}
+	return int64(v), true
 }
 
 // skip validates and skips any JSON value.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -61,7 +62,15 @@ var scanCases = []struct {
 
 	{"error object", `{"error":{"message":"overloaded","code":503}}`, false, parsed{}},
 	{"sim timestamps", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1},"gpulens_sim":{"arrival_unix_nano":1,"first_token_unix_nano":2,"token_unix_nanos":[2]}}`,
-		false, parsed{hasUsage: true, usage: Usage{PromptTokens: 1, CompletionTokens: 1}}},
+		true, parsed{hasUsage: true, usage: Usage{PromptTokens: 1, CompletionTokens: 1}}},
+	{"sim timestamps as the simulator writes them", `{"id":"chatcmpl-sim-7","object":"chat.completion.chunk","created":1796030589,"model":"gpulens-sim","choices":[],` +
+		`"usage":{"prompt_tokens":9,"total_tokens":11,"completion_tokens":2},"gpulens_sim":{"request_seq":7,"arrival_unix_nano":1796030589190983158,` +
+		`"first_token_unix_nano":1796030589211450652,"token_unix_nanos":[1796030589211450652,1796030589213162027],"chunk_unix_nanos":[ 1796030589211911080 , -9223372036854775808 ]}}`,
+		true, parsed{model: []byte("gpulens-sim"), hasUsage: true, usage: Usage{PromptTokens: 9, CompletionTokens: 2}}},
+	{"sim timestamps, empty and null arrays", `{"gpulens_sim":{"arrival_unix_nano":9223372036854775807,"token_unix_nanos":[],"chunk_unix_nanos":null,"first_token_unix_nano":null}}`,
+		true, parsed{}},
+	{"sim timestamp out of range", `{"gpulens_sim":{"arrival_unix_nano":9223372036854775808}}`, false, parsed{}},
+	{"sim timestamp null element", `{"gpulens_sim":{"token_unix_nanos":[1,null]}}`, false, parsed{}},
 	{"case-folded key", `{"choices":[{"delta":{"Content":"abc"}}]}`, false, parsed{answerBytes: 3}},
 	{"escaped key", `{"choices":[{"delta":{"cont\u0065nt":"abc"}}]}`, false, parsed{answerBytes: 3}},
 	{"kelvin sign folds to k", "{\"usage\":{\"prompt_to\u212aens\":4}}", false, parsed{hasUsage: true, usage: Usage{PromptTokens: 4}}},
@@ -81,7 +90,7 @@ func TestScanChunk(t *testing.T) {
 				t.Fatalf("scanner decided = %v, want %v", ok, tc.fast)
 			}
 			got, err := parseChunk([]byte(tc.data), &chunk{})
-			if err != nil && tc.name != "float count" {
+			if err != nil && tc.name != "float count" && tc.name != "sim timestamp out of range" {
 				t.Fatalf("parseChunk: %v", err)
 			}
 			if err != nil {
@@ -143,10 +152,14 @@ func checkEquivalent(t testing.TB, data []byte) {
 		t.Fatalf("scanner accepted %q, encoding/json rejects it: %v", data, err)
 	}
 	if string(fast.model) != string(slow.model) || fast.answerBytes != slow.answerBytes || fast.reasoningBytes != slow.reasoningBytes ||
-		fast.finished != slow.finished || fast.hasUsage != slow.hasUsage || fast.usage != slow.usage || slow.err != nil || slow.sim != nil {
+		fast.finished != slow.finished || fast.hasUsage != slow.hasUsage || fast.usage != slow.usage || slow.err != nil ||
+		!reflect.DeepEqual(fast.sim, slow.sim) {
 		t.Fatalf("%q: scanner model %q bytes %d+%d finished %v usage %v %+v; encoding/json model %q bytes %d+%d finished %v usage %v %+v err %v sim %v",
 			data, fast.model, fast.answerBytes, fast.reasoningBytes, fast.finished, fast.hasUsage, fast.usage,
 			slow.model, slow.answerBytes, slow.reasoningBytes, slow.finished, slow.hasUsage, slow.usage, slow.err, slow.sim)
+	}
+	if fast.sim != nil && fast.sim == slow.sim {
+		t.Fatal("shared sim timestamps")
 	}
 }
 
