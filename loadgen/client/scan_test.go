@@ -2,6 +2,7 @@ package client
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -172,5 +173,47 @@ func FuzzScanChunk(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"\ud800\udc00\\u"}}],"usage":{"prompt_tokens":0,"completion_tokens":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkEquivalent(t, data)
+	})
+}
+
+// BenchmarkSimChunk decodes the last chunk of a 64-token stream from the
+// simulator (usage and gpulens_sim, as the accuracy benchmark gets once
+// per request): with the scanner, and with encoding/json, which decoded
+// it before the scanner knew gpulens_sim.
+func BenchmarkSimChunk(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"id":"chatcmpl-sim-7","object":"chat.completion.chunk","created":1796030589,"model":"gpulens-sim","choices":[],` +
+		`"usage":{"prompt_tokens":9,"total_tokens":73,"completion_tokens":64},"gpulens_sim":{"request_seq":7,"arrival_unix_nano":1796030589190983158,` +
+		`"first_token_unix_nano":1796030589211450652`)
+	for _, k := range []string{"token_unix_nanos", "chunk_unix_nanos"} {
+		sb.WriteString(`,"` + k + `":[`)
+		for i := range 64 {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(strconv.FormatInt(1796030589211450652+int64(i)*5_000_123, 10))
+		}
+		sb.WriteByte(']')
+	}
+	sb.WriteString("}}")
+	data := []byte(sb.String())
+	var c chunk
+	if p, err := parseChunk(data, &c); err != nil || p.sim == nil || len(p.sim.ChunkUnixNanos) != 64 || !scanChunk(data, &parsed{}) {
+		b.Fatalf("chunk not decoded by the scanner: %v %+v", err, p)
+	}
+	b.Run("scanner", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p parsed
+			scanChunk(data, &p)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseChunkJSON(data, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
