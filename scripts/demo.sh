@@ -3,6 +3,8 @@
 #   - gpulens-exporter on a simulated fleet, with the probe (the tenant's
 #     view: stolen time, bandwidths, FLOP/s) every 30 s,
 #   - gpulens-loadgen sim, a simulated OpenAI-compatible inference server
+#     (a reasoning model: DEMO_REASONING_TOKENS of thinking, default 64,
+#     before each answer; 0 turns it off)
 #     standing for llm-serve on GPU 0 of the simulated fleet: it reads the
 #     exporter's view of GPU 0 and slows down by the share of the GPU its
 #     neighbours take, so a neighbour joining shows as contention, TTFT,
@@ -42,6 +44,7 @@ concurrency=${DEMO_CONCURRENCY:-16}
 sim_gpu=${DEMO_SIM_GPU:-0}
 sim_pid=${DEMO_SIM_PID:-4242}
 price=${DEMO_GPU_HOURLY_USD:-}
+reasoning=${DEMO_REASONING_TOKENS:-64}
 
 scratch=.scratch/demo
 rm -rf "$scratch"
@@ -114,7 +117,8 @@ if [ -z "$price" ]; then
 	price=${price:-2.50}
 fi
 start_bg "$scratch/sim.log" "$bin/gpulens-loadgen" sim --sim.listen-address="$sim_addr" \
-	--sim.gpu.exporter-url="http://$exporter_addr/metrics" --sim.gpu="$sim_gpu" --sim.gpu.pid="$sim_pid"
+	--sim.gpu.exporter-url="http://$exporter_addr/metrics" --sim.gpu="$sim_gpu" --sim.gpu.pid="$sim_pid" \
+	--sim.reasoning-tokens="$reasoning"
 wait_http "http://$sim_addr/health" sim
 start_bg "$scratch/loadgen.log" "$bin/gpulens-loadgen" run \
 	--target="http://$sim_addr/v1" --model=gpulens-sim --concurrency="$concurrency" --duration=24h \
@@ -185,6 +189,7 @@ cat <<TXT
 Try in Prometheus:
   rate(gpulens_gpu_busy_seconds_total[1m])
   histogram_quantile(0.99, sum(rate(gpulens_loadgen_time_to_first_token_seconds[1m])))   (native histogram)
+  histogram_quantile(0.99, sum(rate(gpulens_loadgen_time_to_first_answer_token_seconds[1m])))   (after the thinking)
   gpulens_sim_slowdown_ratio
   gpulens_loadgen_cost_per_request_usd
   gpulens_probe_stolen_time_ratio

@@ -54,7 +54,7 @@ func addSimFlags(cmd *kingpin.CmdClause) *simFlags {
 	cmd.Flag("sim.max-output-tokens", "Output cap for requests without max_tokens.").Default(fmt.Sprint(d.MaxOutputTokens)).IntVar(&c.MaxOutputTokens)
 	cmd.Flag("sim.tokens-per-chunk", "Tokens per streamed content chunk after the first.").Default(fmt.Sprint(d.TokensPerChunk)).IntVar(&c.TokensPerChunk)
 	cmd.Flag("sim.role-chunk", "Send vLLM's role-only first chunk on arrival (--no-sim.role-chunk puts the role on the first content chunk).").Default(fmt.Sprint(d.RoleChunk)).BoolVar(&c.RoleChunk)
-	cmd.Flag("sim.reasoning-tokens", "Act as a reasoning model: the first N output tokens of every chat answer are its thinking, streamed in delta.reasoning (as vLLM with a reasoning parser) and counted in usage.completion_tokens_details.reasoning_tokens; a request turns it off with chat_template_kwargs.enable_thinking=false (0: no reasoning).").Default("0").IntVar(&c.ReasoningTokens)
+	cmd.Flag("sim.reasoning-tokens", "Act as a reasoning model: every chat answer starts with N tokens of thinking before the answer (max_tokens caps both), streamed in delta.reasoning (as vLLM with a reasoning parser) and counted in usage.completion_tokens_details.reasoning_tokens; a request turns it off with chat_template_kwargs.enable_thinking=false (0: no reasoning).").Default("0").IntVar(&c.ReasoningTokens)
 	cmd.Flag("sim.continuous-usage", "Add cumulative usage to every chunk, as vLLM's continuous_usage_stats.").Default(fmt.Sprint(d.ContinuousUsage)).BoolVar(&c.ContinuousUsage)
 	cmd.Flag("sim.error-rate", "Probability that a request fails with HTTP 500.").Default("0").Float64Var(&c.ErrorRate)
 	cmd.Flag("sim.disconnect-rate", "Probability that a response is cut off before its end.").Default("0").Float64Var(&c.DisconnectRate)

@@ -77,9 +77,10 @@ type Config struct {
 	// "assistant","content":""}) as soon as the request arrives; otherwise
 	// the role rides on the first content chunk.
 	RoleChunk bool
-	// ReasoningTokens makes the server a reasoning model: the first
-	// ReasoningTokens output tokens of every chat answer (all of a shorter
-	// one) are its thinking, streamed in delta.reasoning and counted in
+	// ReasoningTokens makes the server a reasoning model: every chat
+	// answer starts with ReasoningTokens tokens of thinking before the
+	// answer it draws (max_tokens caps both together), streamed in
+	// delta.reasoning and counted in
 	// usage.completion_tokens_details.reasoning_tokens (reasoning.go). A
 	// request turns it off with chat_template_kwargs.enable_thinking
 	// false. 0: no reasoning.

@@ -20,21 +20,32 @@ type reasoningRequest struct {
 	} `json:"chat_template_kwargs"`
 }
 
-// reasoningTokens returns how many of a request's target output tokens
-// are reasoning: Config.ReasoningTokens (the whole answer when it is
-// shorter) for a chat request that did not turn thinking off, else 0.
-// Text completions never reason (vLLM parses reasoning for chat only).
-func (s *Server) reasoningTokens(body []byte, chat bool, target int) int {
+// think makes r, whose output length was drawn (request.draw), a
+// reasoning model's answer when the server is one
+// (Config.ReasoningTokens) and the request is a chat request that did not
+// turn thinking off: Config.ReasoningTokens tokens of thinking come before
+// the answer it drew, max_tokens capping both together (with ignore_eos
+// the output is max_tokens long either way: the thinking takes its first
+// tokens). Text completions never reason (vLLM parses reasoning for chat
+// only).
+func (s *Server) think(r *request, body []byte, chat bool, maxTokens int, ignoreEOS bool) {
 	if !chat || s.cfg.ReasoningTokens == 0 {
-		return 0
+		return
 	}
 	var req reasoningRequest
 	if json.Unmarshal(body, &req) == nil {
 		if e := req.ChatTemplateKwargs.EnableThinking; e != nil && !*e {
-			return 0
+			return
 		}
 	}
-	return min(s.cfg.ReasoningTokens, target)
+	if !ignoreEOS && !r.lengthCapped {
+		r.target += s.cfg.ReasoningTokens
+		if r.target >= maxTokens {
+			r.target, r.lengthCapped = maxTokens, true
+		}
+		r.kv = r.promptTokens + r.target
+	}
+	r.reasoning = min(s.cfg.ReasoningTokens, r.target)
 }
 
 // appendDelta appends the delta members of a chat chunk carrying tokens

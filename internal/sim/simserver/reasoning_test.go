@@ -104,6 +104,49 @@ func TestReasoningStream(t *testing.T) {
 	}
 }
 
+// TestReasoningBeforeTheDrawnAnswer: without ignore_eos the model thinks
+// ReasoningTokens tokens, then answers at the length it draws (the same
+// draw as without reasoning), max_tokens capping both together.
+func TestReasoningBeforeTheDrawnAnswer(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Seed: 5, FixedTTFT: time.Millisecond, FixedITL: 50 * time.Microsecond, OutputTokensMean: 20}
+	_, plain := startServer(t, cfg)
+	cfg.ReasoningTokens = 30
+	_, thinking := startServer(t, cfg)
+	type resp struct {
+		Choices []struct {
+			Message      struct{ Content, Reasoning string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage usageJSON
+	}
+	get := func(url, extra string) resp {
+		t.Helper()
+		r, body := post(t, url+"/v1/chat/completions", chatBody(extra))
+		var got resp
+		if r.StatusCode != 200 || json.Unmarshal(body, &got) != nil {
+			t.Fatalf("status %d: %s", r.StatusCode, body)
+		}
+		return got
+	}
+	// Request 0 of each server draws the same answer length n (far below
+	// the 4096-token cap); the thinking server adds 30 before it.
+	a, b := get(plain, ""), get(thinking, "")
+	n := a.Usage.CompletionTokens
+	if b.Usage.CompletionTokens != n+30 || b.Usage.Details == nil || b.Usage.Details.ReasoningTokens != 30 ||
+		len(strings.Fields(b.Choices[0].Message.Content)) != n || b.Choices[0].FinishReason != "stop" {
+		t.Errorf("thinking answer: %d tokens (%+v), %q, finish %q; want %d + 30, an answer of %d words, stop", b.Usage.CompletionTokens,
+			b.Usage.Details, b.Choices[0].Message.Content, b.Choices[0].FinishReason, n, n)
+	}
+	// Request 1: max_tokens caps thinking and answer together.
+	a, b = get(plain, `,"max_tokens":32`), get(thinking, `,"max_tokens":32`)
+	if want := min(a.Usage.CompletionTokens+30, 32); b.Usage.CompletionTokens != want || b.Usage.Details.ReasoningTokens != 30 ||
+		(want == 32) != (b.Choices[0].FinishReason == "length") {
+		t.Errorf("capped: %d tokens, finish %q; want %d (the plain answer %d + 30, at most 32)", b.Usage.CompletionTokens,
+			b.Choices[0].FinishReason, want, a.Usage.CompletionTokens)
+	}
+}
+
 func ints64(v []int) string {
 	s := make([]int64, len(v))
 	for i, x := range v {
@@ -114,7 +157,7 @@ func ints64(v []int) string {
 
 // TestReasoningNonStreamingAndOff: a non-streaming answer splits its
 // message the same way; enable_thinking false and text completions have
-// no reasoning; an answer shorter than the reasoning is all reasoning.
+// no reasoning; max_tokens below the reasoning leaves no answer.
 func TestReasoningNonStreamingAndOff(t *testing.T) {
 	t.Parallel()
 	_, url := startServer(t, Config{Seed: 3, FixedTTFT: time.Millisecond, FixedITL: 100 * time.Microsecond, ReasoningTokens: 4})
@@ -131,7 +174,7 @@ func TestReasoningNonStreamingAndOff(t *testing.T) {
 		details                 bool
 	}{
 		{"reasoning then answer", "/v1/chat/completions", chatBody(`,"max_tokens":7,"ignore_eos":true`), 4, 3, true},
-		{"shorter than the reasoning", "/v1/chat/completions", chatBody(`,"max_tokens":2,"ignore_eos":true`), 2, 0, true},
+		{"max_tokens below the reasoning", "/v1/chat/completions", chatBody(`,"max_tokens":2,"ignore_eos":true`), 2, 0, true},
 		{"thinking off", "/v1/chat/completions", chatBody(`,"max_tokens":7,"ignore_eos":true,"chat_template_kwargs":{"enable_thinking":false}`), 0, 7, false},
 		{"completions", "/v1/completions", `{"model":"gpulens-sim","prompt":"hi","max_tokens":7,"ignore_eos":true}`, 0, 7, false},
 	} {

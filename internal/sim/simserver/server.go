@@ -269,7 +269,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 	}
 	r.blocks = s.promptBlocks(&req, chat)
 	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
-	r.reasoning = s.reasoningTokens(body, chat, r.target)
+	s.think(r, body, chat, maxTokens, req.IgnoreEOS) // reasoning.go
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (the configured error rate)")
