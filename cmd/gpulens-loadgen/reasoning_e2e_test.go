@@ -27,7 +27,9 @@ import (
 // the first answer token no earlier than the first token; the summary's
 // reasoning side and the console say which TTFT is which.
 func TestReasoningAgainstSim(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it asserts no timing, but its load would stretch the
+	// timing of the parallel end-to-end tests (TestShardsAgainstSimMergeAndReport
+	// counts the tokens that arrive apart from the first).
 	const reqs = 6
 	srv := httptest.NewServer(simHandler(t, simserver.Config{FixedTTFT: 10 * time.Millisecond, FixedITL: time.Millisecond, TokensPerChunk: 2,
 		RoleChunk: true, ReasoningTokens: 4, Seed: 1}))
