@@ -100,6 +100,7 @@ func newApp() (*kingpin.Application, []command, *promslog.Config) {
 	commands := []command{
 		runCommand(app),
 		sweepCommand(app),
+		searchCommand(app),
 		simCommand(app),
 		reportCommand(app),
 		mergeCommand(app),
