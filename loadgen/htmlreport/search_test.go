@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpulens/gpulens/loadgen/compare"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -60,5 +61,29 @@ func TestRenderSearch(t *testing.T) {
 	}
 	if strings.Contains(b.String(), `id="search"`) {
 		t.Error("a report without a search has a search section")
+	}
+}
+
+// TestRenderCompareSearches: the comparison page of two searches shows
+// the verdict and each bracket end's evidence.
+func TestRenderCompareSearches(t *testing.T) {
+	t.Parallel()
+	res, err := compare.Compare([]compare.Input{{Name: "a.json", Doc: searchDoc()}, {Name: "b.json", Doc: searchDoc()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := RenderCompare(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<h2 id="searches">Capacity under the SLO</h2>`,
+		`<p class="search-verdict" data-verdict="same_bracket"><strong>A (a.json): c=6 passes, c=7 fails; B (b.json): c=6 passes, c=7 fails: the same bracket</strong></p>`,
+		`<tr><td>b.json</td><td>lowest failing</td><td class="n">c=7</td><td class="n">1/2</td><td>ttft:p99&lt;=500ms: 120 ms, 130 ms; goodput&gt;=0.9: 100 %, 25 % ✗</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
 	}
 }
