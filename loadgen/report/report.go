@@ -58,7 +58,8 @@ type Metadata struct {
 	Version       string `json:"version"`
 	Revision      string `json:"revision,omitempty"`
 	GoVersion     string `json:"go_version,omitempty"`
-	// Command is the subcommand that produced the document: run, sweep or merge.
+	// Command is the subcommand that produced the document: run, sweep,
+	// search or merge.
 	Command  string    `json:"command"`
 	RunID    string    `json:"run_id"`
 	Started  time.Time `json:"started"`
