@@ -94,6 +94,9 @@ func (c *Campaign) Probe(ctx context.Context, level float64, repeats int) ([]rep
 		return nil, err
 	}
 	res, err := camp.Run(ctx, c.obs)
+	// The next probe makes its own client: close this one's connections
+	// now rather than when the garbage collector finds them.
+	camp.CloseIdleConnections()
 	if err != nil {
 		return nil, err
 	}
