@@ -24,7 +24,7 @@ var searchTemplate = template.Must(template.New("search").Parse(`<h2 id="search"
 <tr><th>Stopped</th><td>{{.S.Stop}}</td></tr>
 {{if .S.Confirmation}}<tr><th>Confirmation</th><td>{{.S.Confirmation}}</td></tr>
 {{end}}</table>
-{{range .S.NonMonotone}}<div class="warn">⚠ not monotone: {{.}}</div>
+{{range .S.NonMonotone}}<div class="warn">⚠ {{.}}</div>
 {{end}}<div class="scroll">
 <table class="runs search">
 <tr><th>Level</th><th>Verdict</th><th class="n">Runs passed</th>{{range .S.Objectives}}<th>{{.Text}}</th>{{end}}</tr>

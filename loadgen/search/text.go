@@ -118,6 +118,6 @@ func WriteText(w io.Writer, s *report.Search) {
 	}
 	fmt.Fprintf(w, "probes in order: %s\n", strings.Join(probes, " → "))
 	for _, x := range s.NonMonotone {
-		fmt.Fprintln(w, "WARNING: not monotone:", x)
+		fmt.Fprintln(w, "WARNING:", x)
 	}
 }
