@@ -26,6 +26,9 @@ import (
 // sets f.status: exitInterrupted, exitAllFailed or exitOK.
 func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.Plan) error {
 	f.status = exitOK
+	if err := noObjectives(f); err != nil {
+		return usageError{err}
+	}
 	opt, err := f.options()
 	if err != nil {
 		return usageError{err}

@@ -51,6 +51,7 @@ type loadFlags struct {
 	gracePeriod                        time.Duration
 
 	slo                       string
+	objectives                []string // level objectives of --slo, for search (searchflags.go)
 	gpuHourly, overheadHours  float64
 	gpus                      int
 	exporterURL               string
@@ -102,7 +103,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.seed)
 	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(report.PromptsDistinct).EnumVar(&f.prompts, report.PromptsDistinct, report.PromptsReuse)
 	cmd.Flag("prompt-nonce", "Nonce of the prompts instead of a random one (1-64 letters, digits, - or _): with a report's metadata.prompt_nonce and the same --seed, replays its prompts byte for byte.").PlaceHolder("NONCE").StringVar(&f.promptNonce)
-	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.").StringVar(&f.slo)
+	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (what makes a request good). Repeatable. search also takes level objectives, one per flag: ttft:p99<=500ms, goodput>=0.95, errors<=0.01.").SetValue(&sloFlag{perRequest: &f.slo, objectives: &f.objectives})
 	cliflag.Price(cmd, "cost.gpu-hourly-usd", "Price of one GPU-hour in USD (0 to 1000; 0: no cost figures).", "0", &f.gpuHourly)
 	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
 	cmd.Flag("cost.overhead-hours", "Billed hours that produced no results (setup, retries, idle), added to each run's cost.").Default("0").Float64Var(&f.overheadHours)

@@ -32,6 +32,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"usd":    format.USDTick,
 	"num":    format.Num,
 	"pct":    format.Percent,
+	// search: the capacity search's section (search.go).
+	"search": searchSection,
 	"bytes": func(v float64) string {
 		return format.Bytes(v)
 	},

@@ -58,7 +58,8 @@ type Metadata struct {
 	Version       string `json:"version"`
 	Revision      string `json:"revision,omitempty"`
 	GoVersion     string `json:"go_version,omitempty"`
-	// Command is the subcommand that produced the document: run, sweep or merge.
+	// Command is the subcommand that produced the document: run, sweep,
+	// search or merge.
 	Command  string    `json:"command"`
 	RunID    string    `json:"run_id"`
 	Started  time.Time `json:"started"`
@@ -99,6 +100,9 @@ type Metadata struct {
 	// that met the SLOs; SaturationReason says why the search stopped.
 	SaturationLevel  float64 `json:"saturation_level,omitempty"`
 	SaturationReason string  `json:"saturation_reason,omitempty"`
+	// Search is, for `gpulens-loadgen search`, the bracket around the
+	// largest level meeting the objectives and the evidence (search.go).
+	Search *Search `json:"search,omitempty"`
 	// Manifest records what the server, host and user said about the
 	// configuration, and a hash of the settings; see Manifest.
 	Manifest *Manifest `json:"manifest,omitempty"`
