@@ -49,17 +49,19 @@ type scrapeLoop struct {
 	t0                time.Time
 
 	mu sync.Mutex
-	// failed and gaps are what the machine got wrong, by cluster, in wall
-	// time: scrapes that failed and runs of more than three intervals
-	// without a scrape.
-	failed map[string][]time.Time
-	gaps   map[string][][2]time.Time
-	errs   []string
+	// failed, slow and gaps are what the machine got wrong, by cluster,
+	// in wall time: scrapes that failed, scrapes answered after more than
+	// an interval (Prometheus, its timeout the interval, would have failed
+	// them: the exporter was starved of CPU, and its readings lag), and
+	// runs of more than three intervals without a scrape.
+	failed, slow map[string][]time.Time
+	gaps         map[string][][2]time.Time
+	errs         []string
 }
 
 func newScrapeLoop(t *testing.T, interval time.Duration, t0 time.Time) *scrapeLoop {
 	return &scrapeLoop{st: teststorage.New(t), interval: interval, timeout: 3 * time.Second, t0: t0,
-		failed: map[string][]time.Time{}, gaps: map[string][][2]time.Time{}}
+		failed: map[string][]time.Time{}, slow: map[string][]time.Time{}, gaps: map[string][][2]time.Time{}}
 }
 
 // run scrapes the exporter at addr, of scenario cluster, at t0, t0 +
@@ -85,6 +87,11 @@ func (s *scrapeLoop) run(ctx context.Context, cluster, addr string, end time.Tim
 		}
 		last = began
 		prev = s.scrape(ctx, client, target, addr, began, prev)
+		if time.Since(began) > s.interval {
+			s.mu.Lock()
+			s.slow[cluster] = append(s.slow[cluster], began)
+			s.mu.Unlock()
+		}
 		// The next tick after now: a tick the scrape overran is skipped.
 		for !tick.After(time.Now()) {
 			tick = tick.Add(s.interval)
@@ -317,8 +324,8 @@ func (s *scrapeLoop) sim(ts time.Time, k int) time.Duration {
 	return ts.Sub(s.t0) * time.Duration(k)
 }
 
-// disturbances lists, by scenario, the scrapes that failed and the runs
-// without a scrape, in sim time.
+// disturbances lists, by scenario, the scrapes that failed or were slow
+// and the runs without a scrape, in sim time.
 func (s *scrapeLoop) disturbances(k int) map[string][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -326,6 +333,11 @@ func (s *scrapeLoop) disturbances(k int) map[string][]string {
 	for sc, ts := range s.failed {
 		for _, t := range ts {
 			out[sc] = append(out[sc], "failed scrape at "+fmtMin(s.sim(t, k)))
+		}
+	}
+	for sc, ts := range s.slow {
+		for _, t := range ts {
+			out[sc] = append(out[sc], "scrape slower than its interval at "+fmtMin(s.sim(t, k)))
 		}
 	}
 	for sc, gaps := range s.gaps {
