@@ -44,6 +44,7 @@ type loadFlags struct {
 
 	inputTokens, outputTokens, dataset string
 	calibrate                          string
+	calibrateTimeout                   time.Duration
 	maxTokens                          int
 	ignoreEOS                          bool
 	seed                               int64
@@ -95,6 +96,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
 	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run: tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
+	cliflag.Duration(cmd, "input-tokens.calibrate-timeout", "Time limit of the whole calibration (0s: the first run's own bound, --warmup + --duration + --grace-period, or --timeout with --requests). A server that has not answered by then ends the command before its first run (exit status 3), the report saying what did not answer.", "0s", &f.calibrateTimeout)
 	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.outputTokens)
 	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}) or a ShareGPT JSON file instead of synthetic ones.").StringVar(&f.dataset)
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
@@ -198,7 +200,7 @@ func (f *loadFlags) apiKey() (string, error) {
 // options are the campaign's options from the flags; the errors are the
 // flags' (the campaign checks the rest).
 func (f *loadFlags) options() (campaign.Options, error) {
-	o := campaign.Options{Calibrate: f.calibrate, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
+	o := campaign.Options{Calibrate: f.calibrate, CalibrateTimeout: f.calibrateTimeout, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
 		KeepRecords: f.saveRequests != "", Prices: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 	var (
 		shard   schedule.Shard // zero: not sharded

@@ -36,19 +36,38 @@ const (
 // prompts of each, so that a line fits through them.
 var probeWords = []int{32, 32, 128, 128, 512, 512}
 
-// probeTimeout bounds one tokenize call.
+// probeTimeout bounds one tokenize call (within the calibration's own
+// bound, calibrationTimeout).
 const probeTimeout = 10 * time.Second
 
 // Fitted tokens per word outside these bounds mean the server's counts do
 // not follow the prompt (a server that always reports the same usage).
 const minTokensPerWord, maxTokensPerWord = 0.2, 10.0
 
-func validateCalibrate(m string) error {
-	switch m {
+func validateCalibrate(o *Options) error {
+	if o.CalibrateTimeout < 0 {
+		return option.Errorf("%s must not be negative, got %v", option.Name("CalibrateTimeout"), o.CalibrateTimeout)
+	}
+	switch m := o.Calibrate; m {
 	case "", CalibrateAuto, CalibrateTokenize, CalibrateUsage, CalibrateOff:
 		return nil
+	default:
+		return option.Errorf("%s %q: want %s, %s, %s or %s", option.Name("Calibrate"), m, CalibrateAuto, CalibrateTokenize, CalibrateUsage, CalibrateOff)
 	}
-	return option.Errorf("%s %q: want %s, %s, %s or %s", option.Name("Calibrate"), m, CalibrateAuto, CalibrateTokenize, CalibrateUsage, CalibrateOff)
+}
+
+// calibrationTimeout bounds the whole calibration: Options.CalibrateTimeout,
+// else the first run's own bound (its warmup, duration and grace period
+// with a duration; the request timeout without one), so that a server that
+// does not answer ends the campaign as soon as a run against it would.
+func (c *Campaign) calibrationTimeout() time.Duration {
+	if t := c.opt.CalibrateTimeout; t > 0 {
+		return t
+	}
+	if r := c.opt.Run; r.Duration > 0 {
+		return r.Warmup + r.Duration + r.GracePeriod
+	}
+	return c.opt.Client.Timeout
 }
 
 // calibrates reports whether the campaign fits its prompts to the server:
@@ -60,26 +79,40 @@ func (c *Campaign) calibrates() bool {
 }
 
 // calibrate fits the prompts' words to the server's token counts and sets
-// the workload's conversion (workload.Tokens). A failed calibration is
+// the workload's conversion (workload.Tokens). It ends within
+// calibrationTimeout: a server that has not answered by then fails it with
+// TimedOut set (and the campaign starts no run). A failed calibration is
 // recorded, logged, and leaves one word per token; only a cancelled
 // context is an error.
-func (c *Campaign) calibrate(ctx context.Context) (*report.TokenCalibration, error) {
+func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, error) {
 	cal := &report.TokenCalibration{}
 	method := c.opt.Calibrate
 	if method == "" {
 		method = CalibrateAuto
 	}
+	timeout := c.calibrationTimeout()
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
 	var (
-		count func(ctx context.Context, r client.Request) (int, error)
-		err   error
+		count  func(ctx context.Context, r client.Request) (int, error)
+		err    error
+		tokErr error // auto: why the tokenize endpoint was given up
 	)
 	if method == CalibrateAuto || method == CalibrateTokenize {
 		cal.Method = CalibrateTokenize
 		count = c.tokenize
-		// One probe tells whether the server has the endpoint.
-		if _, err = count(ctx, c.work.ProbeRequest(0, probeWords[0])); err != nil && method == CalibrateAuto && ctx.Err() == nil {
+		// One probe tells whether the server has the endpoint; in auto,
+		// within half the calibration's time, so that the usage requests
+		// keep the other half.
+		first := ctx
+		if method == CalibrateAuto {
+			var stop context.CancelFunc
+			first, stop = context.WithTimeout(ctx, min(probeTimeout, timeout/2))
+			defer stop()
+		}
+		if _, err = count(first, c.work.ProbeRequest(0, probeWords[0])); err != nil && method == CalibrateAuto && ctx.Err() == nil {
 			c.log.Info("no tokenize endpoint: calibrating prompt lengths from the usage of short requests", "err", err)
-			err = nil
+			tokErr, err = err, nil
 			cal.Method, count = CalibrateUsage, c.usageCount
 		}
 	} else {
@@ -89,13 +122,22 @@ func (c *Campaign) calibrate(ctx context.Context) (*report.TokenCalibration, err
 		for i, words := range probeWords {
 			var n int
 			if n, err = count(ctx, c.work.ProbeRequest(i, words)); err != nil {
+				err = fmt.Errorf("calibration request %d of %d: %w", i+1, len(probeWords), err)
 				break
 			}
 			cal.Probes = append(cal.Probes, report.TokenProbe{Words: words, Tokens: n})
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+	if parent.Err() != nil {
+		return nil, parent.Err()
+	}
+	if err != nil && ctx.Err() != nil {
+		// The calibration's time is up: the server did not answer.
+		cal.TimedOut = true
+		if tokErr != nil {
+			err = fmt.Errorf("%w; before that %w", err, tokErr)
+		}
+		err = fmt.Errorf("the server did not answer within the calibration's time limit of %s: %w", timeout, err)
 	}
 	if err == nil {
 		cal.TokensPerWord, cal.OverheadTokens, err = fitLine(cal.Probes)
@@ -103,7 +145,11 @@ func (c *Campaign) calibrate(ctx context.Context) (*report.TokenCalibration, err
 	if err != nil {
 		cal.Error = err.Error()
 		cal.TokensPerWord, cal.OverheadTokens = 0, 0
-		c.log.Warn("token calibration failed: one word per token asked for", "method", cal.Method, "err", err)
+		if cal.TimedOut {
+			c.log.Error("token calibration failed: the server did not answer, no run started", "method", cal.Method, "err", err)
+		} else {
+			c.log.Warn("token calibration failed: one word per token asked for", "method", cal.Method, "err", err)
+		}
 		return cal, nil
 	}
 	c.work = c.work.WithTokens(workload.Tokens{TokensPerWord: cal.TokensPerWord, Overhead: cal.OverheadTokens})
@@ -140,8 +186,10 @@ func (c *Campaign) usageCount(ctx context.Context, r client.Request) (int, error
 	now := time.Now()
 	rec := c.client.Do(ctx, r, now, now)
 	switch {
+	case !rec.OK() && ctx.Err() != nil:
+		return 0, fmt.Errorf("POST %s (max_tokens 1): no answer (%s)", redactURL(c.client.URL()), rec.Error)
 	case !rec.OK():
-		return 0, fmt.Errorf("calibration request: %s: %s", rec.ErrorClass, rec.Error)
+		return 0, fmt.Errorf("POST %s: %s: %s", redactURL(c.client.URL()), rec.ErrorClass, rec.Error)
 	case rec.TokensEstimated:
 		return 0, errors.New("the server reports no usage")
 	}
@@ -163,6 +211,7 @@ func (c *Campaign) tokenize(ctx context.Context, r client.Request) (int, error) 
 		return 0, err
 	}
 	url := strings.TrimSuffix(strings.TrimRight(c.opt.Client.BaseURL, "/"), "/v1") + "/tokenize"
+	where := "POST " + redactURL(url)
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
@@ -177,17 +226,20 @@ func (c *Campaign) tokenize(ctx context.Context, r client.Request) (int, error) 
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("POST /tokenize: %w", err)
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s: no answer (%w)", where, ctx.Err())
+		}
+		return 0, fmt.Errorf("%s: %w", where, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("POST /tokenize: HTTP %d", resp.StatusCode)
+		return 0, fmt.Errorf("%s: HTTP %d", where, resp.StatusCode)
 	}
 	var out struct {
 		Count *int `json:"count"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil || out.Count == nil {
-		return 0, fmt.Errorf("POST /tokenize: no \"count\" in the answer (%v)", err)
+		return 0, fmt.Errorf("%s: no \"count\" in the answer (%v)", where, err)
 	}
 	return *out.Count, nil
 }

@@ -1,16 +1,20 @@
 package campaign
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/runner"
 )
 
 // usageServer answers every chat request with one token and a usage whose
@@ -132,5 +136,98 @@ func TestCalibrationValidation(t *testing.T) {
 	if _, err := New(Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o); err == nil ||
 		!strings.Contains(err.Error(), `Calibrate "sometimes": want auto, tokenize, usage or off`) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// silentServer accepts connections on loopback and never answers: it
+// reads what it is sent and holds the connection until the test ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				go func() { _, _ = io.Copy(io.Discard, conn) }()
+				<-done
+				conn.Close()
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestCalibrationBoundedBySilentServer: against a server that accepts
+// connections and never answers, the calibration ends within its time
+// limit (by default the run's own warmup + duration + grace period; the
+// request timeout here is ten minutes) instead of waiting on each probe:
+// the report says it failed and timed out, naming the tokenize endpoint
+// and the completion request that did not answer, and no run starts.
+// The bound asserted (a minute) is far above what it takes; before the
+// fix the campaign was still waiting then.
+func TestCalibrationBoundedBySilentServer(t *testing.T) {
+	for _, method := range []string{CalibrateAuto, CalibrateUsage, CalibrateTokenize} {
+		t.Run(method, func(t *testing.T) {
+			base := silentServer(t)
+			o := options(t, &usageServer{})
+			o.Client.BaseURL, o.Client.Timeout = base, 10*time.Minute
+			o.Calibrate = method
+			o.ServerInfo = true // never asked of a server that did not answer
+			o.Run = runner.Config{Duration: 200 * time.Millisecond, GracePeriod: 200 * time.Millisecond}
+			c, err := New(Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1, 2}, Repeats: 1}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := c.Run(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the campaign ran past a minute: the calibration is not bounded")
+			}
+			m := res.Document.Metadata
+			cal := m.TokenCalibration
+			if m.Interrupted || cal == nil || !cal.TimedOut {
+				t.Fatalf("interrupted %v, calibration %+v: want a calibration that timed out", m.Interrupted, cal)
+			}
+			want := []string{"did not answer within the calibration's time limit of 400ms", "no answer"}
+			switch method {
+			case CalibrateAuto:
+				want = append(want, "calibration request 1 of 6: POST "+base+"/chat/completions", "POST "+strings.TrimSuffix(base, "/v1")+"/tokenize")
+			case CalibrateUsage:
+				want = append(want, "calibration request 1 of 6: POST "+base+"/chat/completions")
+			case CalibrateTokenize:
+				want = append(want, "POST "+strings.TrimSuffix(base, "/v1")+"/tokenize")
+			}
+			for _, w := range want {
+				if !strings.Contains(cal.Error, w) {
+					t.Errorf("calibration error %q does not say %q", cal.Error, w)
+				}
+			}
+			if len(res.Document.Runs) != 0 || res.Completed+res.Failed != 0 {
+				t.Errorf("%d runs, %d requests: want none after a calibration nobody answered", len(res.Document.Runs), res.Completed+res.Failed)
+			}
+			if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "token calibration ("+cal.Method+") failed, no run started") {
+				t.Errorf("warnings %q", m.Warnings)
+			}
+			if m.Manifest == nil || m.Manifest.Server != nil {
+				t.Errorf("manifest %+v: the silent server must not be asked what it is", m.Manifest)
+			}
+		})
 	}
 }

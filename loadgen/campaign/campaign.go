@@ -108,7 +108,12 @@ type Options struct {
 	// Calibrate is how the synthetic prompts are fitted to the server's
 	// token counts before the first run (calibrate.go): CalibrateAuto
 	// (empty), CalibrateTokenize, CalibrateUsage or CalibrateOff.
-	Calibrate string
+	// CalibrateTimeout bounds the whole calibration (zero: the first run's
+	// own bound, warmup + duration + grace period, or the request timeout
+	// without a duration); a server that has not answered by then ends the
+	// campaign before its first run (TokenCalibration.TimedOut).
+	Calibrate        string
+	CalibrateTimeout time.Duration
 }
 
 // Observer watches a campaign live (live metrics, a progress line): every
@@ -178,7 +183,7 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := prepareWorkloads(&o, p.Mode); err != nil {
 		return nil, err
 	}
-	if err := validateCalibrate(o.Calibrate); err != nil {
+	if err := validateCalibrate(&o); err != nil {
 		return nil, err
 	}
 	if o.Run.GracePeriod == 0 {
@@ -246,6 +251,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		defer func() { c.poller = nil }()
 		go poller.Run(pctx)
 	}
+	noAnswer := false // the server answered no calibration in time: no run
 	if c.calibrates() {
 		cal, err := c.calibrate(ctx)
 		if err != nil { // interrupted: no run starts
@@ -253,13 +259,20 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		} else {
 			meta.TokenCalibration = cal
 		}
-		if cal != nil && cal.Error != "" {
+		switch {
+		case cal != nil && cal.TimedOut:
+			noAnswer = true
+			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, no run started: "+cal.Error)
+		case cal != nil && cal.Error != "":
 			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, prompts have one word per token asked for: "+cal.Error)
 		}
 	}
 	best := -1.0 // the best goodput of a saturation search so far
 levels:
 	for _, level := range c.plan.Levels {
+		if noAnswer {
+			break
+		}
 		var reps []report.Run
 		for rep := 1; rep <= c.plan.Repeats; rep++ {
 			if ctx.Err() != nil {
@@ -285,7 +298,7 @@ levels:
 	if poller != nil {
 		meta.GPU = poller.Info()
 	}
-	c.finishManifest(ctx, &meta, res.Document.Runs)
+	c.finishManifest(ctx, &meta, res.Document.Runs, noAnswer)
 	res.Document.Metadata = meta
 	if meta.Interrupted {
 		c.log.Warn("run interrupted: reports cover what was measured until then")

@@ -24,8 +24,9 @@ func (c *Campaign) newManifest() *report.Manifest {
 
 // finishManifest completes meta's manifest once the campaign has run: the
 // settings hash (from the first run's settings; none when no run ran) and,
-// unless the campaign was interrupted, what the server says it is.
-func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, runs []report.Run) {
+// unless the campaign was interrupted or the server answered nothing
+// (silent), what the server says it is.
+func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, runs []report.Run, silent bool) {
 	m := *meta.Manifest
 	meta.Manifest = &m
 	if len(runs) > 0 {
@@ -40,7 +41,7 @@ func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, ru
 		}
 		m.SettingsHash = h
 	}
-	if !c.opt.ServerInfo || meta.Interrupted || ctx.Err() != nil {
+	if !c.opt.ServerInfo || silent || meta.Interrupted || ctx.Err() != nil {
 		return
 	}
 	o := &c.opt.Client

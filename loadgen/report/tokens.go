@@ -55,6 +55,10 @@ type TokenCalibration struct {
 	// Error says why the calibration failed; the prompts then have one
 	// word per token asked for.
 	Error string `json:"error,omitempty"`
+	// TimedOut: the server did not answer within the calibration's time
+	// limit (the first run's own bound unless set); the campaign then
+	// started no run.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // TokenProbe is one calibration prompt: its words and the server's count.
