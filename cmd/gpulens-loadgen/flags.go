@@ -67,6 +67,8 @@ type loadFlags struct {
 	workload *workloadFlags
 	// eval: per-run GPU side, manifest, saved responses (evalflags.go).
 	eval *evalFlags
+	// request: extra body, headers, system prompt (requestflags.go).
+	request *requestFlags
 }
 
 func (f *loadFlags) exitStatus() int { return f.status }
@@ -117,6 +119,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	f.workload = addWorkloadFlags(cmd)
 	f.eval = addEvalFlags(cmd)
+	f.request = addRequestFlags(cmd)
 	return f
 }
 
@@ -247,6 +250,9 @@ func (f *loadFlags) options() (campaign.Options, error) {
 		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
 	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
 		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
+	if err := f.request.apply(&o); err != nil {
+		return o, err
+	}
 	if err := f.eval.apply(&o); err != nil {
 		return o, err
 	}

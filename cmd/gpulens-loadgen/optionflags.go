@@ -32,6 +32,12 @@ var loadFlagNames = map[option.Name]string{
 	"Prompts":          "--prompts",
 	"Calibrate":        "--input-tokens.calibrate",
 	"CalibrateTimeout": "--input-tokens.calibrate-timeout",
+	// Request control (requestflags.go).
+	"ExtraBody":          "--request.extra-body",
+	"Headers":            "--request.header",
+	"MaxTokensField":     "--request.max-tokens-field",
+	"SystemPrompt":       "--request.system-prompt",
+	"SystemPromptTokens": "--request.system-prompt-tokens",
 	// Per-run GPU side (evalflags.go).
 	"ExporterURL":      "--exporter.url",
 	"ExporterInterval": "--exporter.poll-interval",

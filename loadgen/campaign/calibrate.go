@@ -110,7 +110,7 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 			first, stop = context.WithTimeout(ctx, min(probeTimeout, timeout/2))
 			defer stop()
 		}
-		if _, err = count(first, c.work.ProbeRequest(0, probeWords[0])); err != nil && method == CalibrateAuto && ctx.Err() == nil {
+		if _, err = count(first, c.probe(0)); err != nil && method == CalibrateAuto && ctx.Err() == nil {
 			c.log.Info("no tokenize endpoint: calibrating prompt lengths from the usage of short requests", "err", err)
 			tokErr, err = err, nil
 			cal.Method, count = CalibrateUsage, c.usageCount
@@ -121,7 +121,7 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 	if err == nil {
 		for i, words := range probeWords {
 			var n int
-			if n, err = count(ctx, c.work.ProbeRequest(i, words)); err != nil {
+			if n, err = count(ctx, c.probe(i)); err != nil {
 				err = fmt.Errorf("calibration request %d of %d: %w", i+1, len(probeWords), err)
 				break
 			}
@@ -152,9 +152,18 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 		}
 		return cal, nil
 	}
+	c.resizeSystemPrompt(cal)
 	c.work = c.work.WithTokens(workload.Tokens{TokensPerWord: cal.TokensPerWord, Overhead: cal.OverheadTokens})
 	c.log.Info("prompt lengths calibrated to the server's tokens", "method", cal.Method, "tokens_per_word", cal.TokensPerWord, "overhead_tokens", cal.OverheadTokens)
 	return cal, nil
+}
+
+// probe is calibration request i: probeWords[i] words, with the system
+// prompt every request has.
+func (c *Campaign) probe(i int) client.Request {
+	r := c.work.ProbeRequest(i, probeWords[i])
+	r.System = c.system
+	return r
 }
 
 // fitLine fits tokens = a × words + b by least squares.
@@ -203,8 +212,23 @@ func (c *Campaign) tokenize(ctx context.Context, r client.Request) (int, error) 
 	body := map[string]any{"model": c.opt.Client.Model}
 	if c.opt.Client.Endpoint == client.EndpointCompletions {
 		body["prompt"] = r.Prompt
+		if r.System != "" {
+			body["prompt"] = r.System + "\n\n" + r.Prompt
+		}
 	} else {
-		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
+		var msgs []map[string]string
+		if r.System != "" {
+			msgs = append(msgs, map[string]string{"role": "system", "content": r.System})
+		}
+		body["messages"] = append(msgs, map[string]string{"role": "user", "content": r.Prompt})
+		// The chat template's own arguments (enable_thinking, …) change
+		// what it adds: the requests' are counted with it.
+		var extra struct {
+			Kwargs json.RawMessage `json:"chat_template_kwargs"`
+		}
+		if json.Unmarshal([]byte(c.client.ExtraBody()), &extra) == nil && len(extra.Kwargs) > 0 {
+			body["chat_template_kwargs"] = extra.Kwargs
+		}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -222,6 +246,7 @@ func (c *Campaign) tokenize(ctx context.Context, r client.Request) (int, error) 
 	if c.opt.Client.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opt.Client.APIKey)
 	}
+	c.client.SetHeaders(req.Header)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c.opt.Client.TLS, Proxy: http.ProxyFromEnvironment}}
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Do(req)

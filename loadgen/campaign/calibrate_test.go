@@ -231,3 +231,62 @@ func TestCalibrationBoundedBySilentServer(t *testing.T) {
 		})
 	}
 }
+
+// TestSystemPromptSizedInServerTokens: a generated system prompt of 40
+// tokens against a server counting 2 tokens a word (every message) plus
+// 20 is 20 words once calibrated; the probes carried it at one word per
+// token, and the overhead fitted moves by the 40 tokens it lost, so the
+// measured prompts (system and user message) are the 120 tokens asked for.
+func TestSystemPromptSizedInServerTokens(t *testing.T) {
+	var mu sync.Mutex
+	var last [][]string // every request's messages, as words
+	srv := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var body struct {
+			Messages []struct{ Role, Content string } `json:"messages"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+		words, msgs := 0, []string{}
+		for _, m := range body.Messages {
+			words += len(strings.Fields(m.Content))
+			msgs = append(msgs, m.Role)
+		}
+		mu.Lock()
+		last = append(last, []string{body.Messages[0].Role, body.Messages[0].Content})
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"x"}}]}`+"\n\n")
+		fmt.Fprintf(w, `data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`+"\n\n", 2*words+20)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	o := options(t, srv)
+	o.Calibrate, o.SystemPromptTokens = CalibrateUsage, 40
+	o.Workload.Input.A, o.Workload.Input.Min = 120, 1
+	res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil)
+	cal := res.Document.Metadata.TokenCalibration
+	if cal == nil || cal.Error != "" || cal.TokensPerWord != 2 || cal.OverheadTokens != 20+2*20 || cal.SystemPromptWords != 20 {
+		t.Fatalf("calibration %+v: want 2 tokens per word, 60 tokens of overhead (the template's 20 and the system prompt's 20 words), 20 words", cal)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, m := range last {
+		want := 40 // the probes: one word per token asked
+		if i >= 6 {
+			want = 20
+		}
+		if m[0] != "system" || len(strings.Fields(m[1])) != want {
+			t.Errorf("request %d: first message %s of %d words, want the system prompt of %d", i, m[0], len(strings.Fields(m[1])), want)
+		}
+	}
+	if s := res.Document.Runs[0].Summary; s.InputTokens.P50 != 120 {
+		t.Errorf("server-counted prompts p50 %v, want 120", s.InputTokens.P50)
+	}
+	rs := res.Document.Runs[0].Settings.Request
+	if rs.SystemPromptTokens != 40 || rs.SystemPromptChars == 0 || rs.ExtraBody != "" || rs.Headers != "" {
+		t.Errorf("settings.request %+v", rs)
+	}
+}

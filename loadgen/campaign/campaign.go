@@ -114,6 +114,15 @@ type Options struct {
 	// campaign before its first run (TokenCalibration.TimedOut).
 	Calibrate        string
 	CalibrateTimeout time.Duration
+
+	// SystemPrompt is a system prompt sent with every request (and every
+	// calibration probe); SystemPromptTokens instead generates one of that
+	// many of the server's tokens (request.go). The same in every request
+	// and run: a shared prefix, as in production. Client has the rest of
+	// what requests carry (extra body fields, headers, the output-length
+	// field).
+	SystemPrompt       string
+	SystemPromptTokens int
 }
 
 // Observer watches a campaign live (live metrics, a progress line): every
@@ -147,6 +156,8 @@ type Campaign struct {
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
 	poller *exporterpoll.Poller
+	// system is every request's system prompt ("": none; request.go).
+	system string
 }
 
 // New validates the plan and the options (an error names the option at
@@ -200,11 +211,15 @@ func New(p Plan, o Options) (*Campaign, error) {
 			o.Client.MaxConns = 1024
 		}
 	}
+	system, err := validateSystemPrompt(&o)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := client.New(o.Client)
 	if err != nil {
 		return nil, err
 	}
-	c := &Campaign{plan: p, opt: o, client: cl, work: workload.New(o.Workload), log: o.Logger}
+	c := &Campaign{plan: p, opt: o, client: cl, work: workload.New(o.Workload), log: o.Logger, system: system}
 	for _, level := range p.Levels {
 		rc := c.runConfig(level)
 		if err := rc.Validate(); err != nil {
@@ -324,6 +339,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		settings.Timestamps = "read"
 	}
 	settings.Trace, settings.MultiTurn = c.workloadSettings(rc)
+	settings.Request = c.requestSettings()
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}
@@ -356,6 +372,9 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	}
 	scrape := c.startServerMetrics(ctx)
 	doer, responses := c.doer(work)
+	if c.system != "" {
+		doer = systemDoer{next: doer, system: c.system}
+	}
 	gpu := c.beginGPU(ctx, rc.Warmup)
 	out, err := runner.Run(ctx, rc, doer, work, ro)
 	if obs != nil {

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/gpulens/gpulens/loadgen/manifest"
 	"github.com/gpulens/gpulens/loadgen/option"
@@ -45,7 +46,9 @@ func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, ru
 		return
 	}
 	o := &c.opt.Client
-	m.Server = manifest.AskServer(ctx, manifest.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, TLS: o.TLS,
+	hdr := http.Header{}
+	c.client.SetHeaders(hdr)
+	m.Server = manifest.AskServer(ctx, manifest.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, Header: hdr, TLS: o.TLS,
 		Timeout: c.opt.ServerInfoTimeout, Transport: o.Transport})
 	m.ServerVersion, m.ModelRevision = manifest.Derive(m.Server)
 	c.log.Info("server asked what it is", "server_version", m.ServerVersion, "model_revision", m.ModelRevision)

@@ -239,6 +239,7 @@ func settingsRows(s report.Settings) []kv {
 	add("Shard", s.Shard)
 	add("Prompts", s.Prompts)
 	out = append(out, workloadSettingsRows(s)...) // trace, turns (timeline.go)
+	out = append(out, requestSettingsRows(s.Request)...)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))

@@ -220,6 +220,9 @@ type Settings struct {
 	// other workloads. Values, not pointers: settings compare with ==.
 	Trace     TraceSettings     `json:"trace,omitzero"`
 	MultiTurn MultiTurnSettings `json:"multi_turn,omitzero"`
+	// Request is what every request carried besides its prompt
+	// (request.go); zero and absent when nothing was added.
+	Request RequestSettings `json:"request,omitzero"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`

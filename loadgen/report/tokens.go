@@ -59,6 +59,10 @@ type TokenCalibration struct {
 	// limit (the first run's own bound unless set); the campaign then
 	// started no run.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// SystemPromptWords is the generated system prompt's length in words
+	// after the calibration sized it to the tokens asked for (the probes
+	// had one word per token; OverheadTokens is moved by the difference).
+	SystemPromptWords int `json:"system_prompt_words,omitempty"`
 }
 
 // TokenProbe is one calibration prompt: its words and the server's count.
