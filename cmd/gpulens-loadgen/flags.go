@@ -43,6 +43,7 @@ type loadFlags struct {
 	shard          string
 
 	inputTokens, outputTokens, dataset string
+	datasetTurns                       string
 	calibrate                          string
 	calibrateTimeout                   time.Duration
 	maxTokens                          int
@@ -97,10 +98,11 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cliflag.Duration(cmd, "ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.", "0s", &f.rampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
-	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run: tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
+	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run (with --dataset: count its replies, the output lengths, in the server's tokens): tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
 	cliflag.Duration(cmd, "input-tokens.calibrate-timeout", "Time limit of the whole calibration (0s: the first run's own bound, --warmup + --duration + --grace-period, or --timeout with --requests). A server that has not answered by then ends the command before its first run (exit status 3), the report saying what did not answer.", "0s", &f.calibrateTimeout)
 	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.outputTokens)
-	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}) or a ShareGPT JSON file instead of synthetic ones.").StringVar(&f.dataset)
+	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}, optional \"output_tokens\" in the server's tokens or a \"completion\"/\"response\" reply) or a ShareGPT JSON file instead of synthetic ones; a reply's length, counted in the server's tokens by --input-tokens.calibrate, is the output length.").StringVar(&f.dataset)
+	cmd.Flag("dataset.turns", "Which prompts of a ShareGPT --dataset are sent: first (each conversation's first human turn) or all (every human turn, after the conversation's earlier turns as chat history).").Default(workload.DatasetTurnsFirst).EnumVar(&f.datasetTurns, workload.DatasetTurnsFirst, workload.DatasetTurnsAll)
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
 	cmd.Flag("ignore-eos", "Send ignore_eos so the server generates exactly max_tokens (vLLM, SGLang).").BoolVar(&f.ignoreEOS)
 	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.seed)
@@ -246,7 +248,7 @@ func (f *loadFlags) options() (campaign.Options, error) {
 	}
 	o.Client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
 		ContinuousUsage: f.continuousUsage, ReadTimestamps: f.timestamps == "read", TLS: tlsCfg}
-	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, MaxTokens: f.maxTokens,
+	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, DatasetTurns: f.datasetTurns, MaxTokens: f.maxTokens,
 		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
 	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
 		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}

@@ -71,11 +71,13 @@ func (c *Campaign) calibrationTimeout() time.Duration {
 }
 
 // calibrates reports whether the campaign fits its prompts to the server:
-// synthetic prompts, multi-turn histories and traces (not a dataset's
-// prompts, sent as written), unless off.
+// synthetic prompts, multi-turn histories and traces, or a dataset's
+// replies (its prompts are sent as written), unless off.
 func (c *Campaign) calibrates() bool {
-	m := c.opt.Calibrate
-	return m != CalibrateOff && c.opt.Workload.Dataset == nil
+	if c.opt.Calibrate == CalibrateOff {
+		return false
+	}
+	return c.opt.Workload.Dataset == nil || c.work.HasReplies()
 }
 
 // calibrate fits the prompts' words to the server's token counts and sets
@@ -118,7 +120,12 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 	} else {
 		cal.Method, count = CalibrateUsage, c.usageCount
 	}
-	if err == nil {
+	var replies *workload.Replies
+	switch {
+	case err == nil && c.opt.Workload.Dataset != nil:
+		cal.Calibrated = report.CalibratedDatasetReplies
+		replies, err = c.countReplies(ctx, count, cal)
+	case err == nil:
 		for i, words := range probeWords {
 			var n int
 			if n, err = count(ctx, c.probe(i)); err != nil {
@@ -139,7 +146,7 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 		}
 		err = fmt.Errorf("the server did not answer within the calibration's time limit of %s: %w", timeout, err)
 	}
-	if err == nil {
+	if err == nil && replies == nil {
 		cal.TokensPerWord, cal.OverheadTokens, err = fitLine(cal.Probes)
 	}
 	if err != nil {
@@ -150,6 +157,12 @@ func (c *Campaign) calibrate(parent context.Context) (*report.TokenCalibration, 
 		} else {
 			c.log.Warn("token calibration failed: one word per token asked for", "method", cal.Method, "err", err)
 		}
+		return cal, nil
+	}
+	if replies != nil {
+		c.work = c.work.WithReplies(*replies)
+		c.log.Info("dataset replies counted in the server's tokens: output lengths", "method", cal.Method, "replies_counted", len(cal.Probes),
+			"tokens_per_word", cal.TokensPerWord)
 		return cal, nil
 	}
 	c.resizeSystemPrompt(cal)
@@ -164,6 +177,46 @@ func (c *Campaign) probe(i int) client.Request {
 	r := c.work.ProbeRequest(i, probeWords[i])
 	r.System = c.system
 	return r
+}
+
+// replySample is how many of a dataset's replies a calibration counts;
+// the others' lengths are their words × the tokens per word of those.
+const replySample = 16
+
+// countReplies counts, in the server's tokens, the replies of the first
+// replySample dataset rows sent whose reply sets their output length
+// (Entry.Reply): each sent as a prompt (count), less what the server adds
+// to any prompt (a one-word prompt's count less one). The counts are used
+// as they are for those rows, and their total over the replies' words is
+// the tokens per word of the others (Probes: each reply's words and
+// tokens).
+func (c *Campaign) countReplies(ctx context.Context, count func(context.Context, client.Request) (int, error), cal *report.TokenCalibration) (*workload.Replies, error) {
+	sample := c.work.ReplySample(replySample)
+	base, err := count(ctx, client.Request{Prompt: "x", InputTokens: 1, MaxTokens: 1, System: c.system})
+	if err != nil {
+		return nil, fmt.Errorf("calibration request 1 of %d (a one-word prompt): %w", len(sample)+1, err)
+	}
+	base--
+	r := &workload.Replies{Counted: map[int]int{}}
+	words, tokens := 0, 0
+	for j, k := range sample {
+		reply := c.opt.Workload.Dataset.Entries[k].Reply
+		n, err := count(ctx, client.Request{Index: j + 1, Prompt: reply, InputTokens: len(strings.Fields(reply)), MaxTokens: 1, System: c.system})
+		if err != nil {
+			return nil, fmt.Errorf("calibration request %d of %d (the reply of dataset entry %d): %w", j+2, len(sample)+1, k+1, err)
+		}
+		n = max(n-base, 1)
+		w := len(strings.Fields(reply))
+		r.Counted[k] = n
+		words, tokens = words+w, tokens+n
+		cal.Probes = append(cal.Probes, report.TokenProbe{Words: w, Tokens: n})
+	}
+	if words == 0 {
+		return nil, errors.New("the dataset's replies have no words")
+	}
+	r.TokensPerWord = float64(tokens) / float64(words)
+	cal.TokensPerWord = r.TokensPerWord
+	return r, nil
 }
 
 // fitLine fits tokens = a × words + b by least squares.

@@ -8,6 +8,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
+	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
 // usageServer answers every chat request with one token and a usage whose
@@ -288,5 +291,80 @@ func TestSystemPromptSizedInServerTokens(t *testing.T) {
 	rs := res.Document.Runs[0].Settings.Request
 	if rs.SystemPromptTokens != 40 || rs.SystemPromptChars == 0 || rs.ExtraBody != "" || rs.Headers != "" {
 		t.Errorf("settings.request %+v", rs)
+	}
+}
+
+// TestDatasetRepliesFromUsage: against a server without /tokenize that
+// counts 3 tokens for the word "word", 1 for any other, plus 20 per
+// request, a dataset's replies (JSONL
+// "completion") are counted from the usage of short requests, less the
+// 20 every request carries: the 16 counted are sent as 3 × their words,
+// the others at the 3 tokens per word fitted; a row's own output_tokens
+// is sent as it is.
+func TestDatasetRepliesFromUsage(t *testing.T) {
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, fmt.Sprintf(`{"prompt":"question %d","completion":"%s"}`, i, strings.TrimSpace(strings.Repeat("word ", i+1))))
+	}
+	lines = append(lines, `{"prompt":"fixed","output_tokens":9,"completion":"a b"}`)
+	path := filepath.Join(t.TempDir(), "d.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := workload.LoadDataset(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	maxTokens := map[string]int{} // measured prompt → max_tokens
+	probes := 0
+	srv := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var body struct {
+			Messages  []struct{ Content string } `json:"messages"`
+			MaxTokens int                        `json:"max_tokens"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+		text := body.Messages[0].Content
+		mu.Lock()
+		if strings.Contains(text, "question") || strings.Contains(text, "fixed") {
+			f := strings.Fields(text) // TAG-i question N, TAG-i fixed
+			maxTokens[f[len(f)-1]] = body.MaxTokens
+		} else {
+			probes++
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"x"}}]}`+"\n\n")
+		fmt.Fprintf(w, `data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`+"\n\n", len(strings.Fields(text))+2*strings.Count(text, "word")+20)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	o := options(t, srv)
+	o.Calibrate, o.Workload.Dataset = CalibrateAuto, d
+	o.Run = runner.Config{Requests: 21}
+	res := run(t, Plan{Command: "run", Mode: report.ModeClosed, Levels: []float64{1}, Repeats: 1}, o, nil)
+	cal := res.Document.Metadata.TokenCalibration
+	if cal == nil || cal.Error != "" || cal.Method != CalibrateUsage || cal.Calibrated != report.CalibratedDatasetReplies || len(cal.Probes) != 16 || cal.TokensPerWord != 3 {
+		t.Fatalf("calibration %+v", cal)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if probes != 17 {
+		t.Errorf("%d calibration requests, want 17 (a one-word prompt, 16 replies)", probes)
+	}
+	if len(maxTokens) != 21 {
+		t.Fatalf("%d prompts measured, want 21", len(maxTokens))
+	}
+	for i := range 20 {
+		if got := maxTokens[fmt.Sprint(i)]; got != 3*(i+1) {
+			t.Errorf("question %d: max_tokens %d, want %d (its reply's %d words at 3 tokens each)", i, got, 3*(i+1), i+1)
+		}
+	}
+	if maxTokens["fixed"] != 9 {
+		t.Errorf("the row with output_tokens 9: max_tokens %d", maxTokens["fixed"])
 	}
 }

@@ -278,6 +278,8 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		case cal != nil && cal.TimedOut:
 			noAnswer = true
 			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, no run started: "+cal.Error)
+		case cal != nil && cal.Error != "" && cal.Calibrated == report.CalibratedDatasetReplies:
+			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, output lengths are the dataset replies' words: "+cal.Error)
 		case cal != nil && cal.Error != "":
 			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, prompts have one word per token asked for: "+cal.Error)
 		}
@@ -340,6 +342,9 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	}
 	settings.Trace, settings.MultiTurn = c.workloadSettings(rc)
 	settings.Request = c.requestSettings()
+	if o.Workload.Dataset != nil && o.Workload.DatasetTurns == workload.DatasetTurnsAll {
+		settings.DatasetTurns = workload.DatasetTurnsAll
+	}
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}

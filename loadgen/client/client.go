@@ -94,8 +94,11 @@ type Request struct {
 	IgnoreEOS         bool
 	// System, when not empty, is the system prompt: a system message
 	// before the user's for chat, text before the prompt (and a blank
-	// line) for completions.
-	System string
+	// line) for completions. History are earlier turns of a conversation
+	// (a dataset's), sent after it and before the prompt: as messages for
+	// chat, their texts each followed by a blank line for completions.
+	System  string
+	History []Message
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -320,13 +323,20 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 			b = appendJSONString(b, r.System)
 			b = append(b, "},"...)
 		}
+		for _, m := range r.History {
+			b = append(b, `{"role":`...)
+			b = appendJSONString(b, m.Role)
+			b = append(b, `,"content":`...)
+			b = appendJSONString(b, m.Content)
+			b = append(b, "},"...)
+		}
 		b = append(b, `{"role":"user","content":`...)
 		b = appendJSONString(b, r.Prompt)
 		b = append(b, "}]"...)
 	} else {
 		b = append(b, `,"prompt":`...)
-		if r.System != "" {
-			b = appendJSONString(b, r.System+"\n\n"+r.Prompt)
+		if r.System != "" || len(r.History) > 0 {
+			b = appendJSONString(b, completionPrompt(r))
 		} else {
 			b = appendJSONString(b, r.Prompt)
 		}

@@ -30,6 +30,11 @@ const (
 // may not carry them.
 var reservedBody = []string{"model", "messages", "prompt", "stream", "stream_options", FieldMaxTokens, FieldMaxCompletionTokens, "ignore_eos"}
 
+// Message is one chat message of a request's history (Request.History).
+type Message struct {
+	Role, Content string
+}
+
 // Header is one request header of Config.Headers. Secret marks a value
 // never written anywhere (reports, logs, errors): see IsSecretHeader.
 type Header struct {
@@ -221,4 +226,21 @@ func (c *Client) SetHeaders(h http.Header) {
 	for _, x := range c.req.headers {
 		h.Set(x.Name, x.Value)
 	}
+}
+
+// completionPrompt is the completions API's prompt of a request with a
+// system prompt or a history: each part, then a blank line, then the
+// prompt.
+func completionPrompt(r Request) string {
+	var sb strings.Builder
+	if r.System != "" {
+		sb.WriteString(r.System)
+		sb.WriteString("\n\n")
+	}
+	for _, m := range r.History {
+		sb.WriteString(m.Content)
+		sb.WriteString("\n\n")
+	}
+	sb.WriteString(r.Prompt)
+	return sb.String()
 }

@@ -163,6 +163,8 @@ func build(doc *report.Document) view {
 	if c := m.TokenCalibration; c != nil {
 		if c.Error != "" {
 			add("Token calibration", c.Method+" failed: "+c.Error)
+		} else if c.Calibrated == report.CalibratedDatasetReplies {
+			add("Token calibration", fmt.Sprintf("output lengths: the dataset's replies in the server's tokens (%s: %d counted, %.3f tokens per word for the others; not measured)", c.Method, len(c.Probes), c.TokensPerWord))
 		} else {
 			add("Token calibration", fmt.Sprintf("%s: %.3f tokens per word + %.1f tokens per request (%d probes, not measured)", c.Method, c.TokensPerWord, c.OverheadTokens, len(c.Probes)))
 		}

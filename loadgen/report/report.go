@@ -208,6 +208,9 @@ type Settings struct {
 	InputTokens  string `json:"input_tokens,omitempty"`
 	OutputTokens string `json:"output_tokens,omitempty"`
 	Dataset      string `json:"dataset,omitempty"`
+	// DatasetTurns is "all" when every human turn of a ShareGPT dataset's
+	// conversations was sent (empty: each one's first).
+	DatasetTurns string `json:"dataset_turns,omitempty"`
 	MaxTokens    int    `json:"max_tokens,omitempty"`
 	IgnoreEOS    bool   `json:"ignore_eos"`
 	Seed         int64  `json:"seed"`
