@@ -86,7 +86,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
 	cmd.Flag("tls.ca-file", "PEM file of CA certificates to trust for an https:// target (instead of the system's).").StringVar(&f.tlsCAFile)
 	cmd.Flag("tls.insecure-skip-verify", "Do not verify an https:// target's certificate (test servers only).").BoolVar(&f.tlsInsecure)
-	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
+	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read; a chunk not read before the next one arrives gets the later time) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
 	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.scenario)
 	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)

@@ -60,8 +60,10 @@ type Config struct {
 	// instead of with the kernel's receive time of their bytes. Kernel
 	// stamps (Linux; http:// and https:// through the client's own
 	// connections, not an injected Transport) keep the load generator's own
-	// scheduling delays out of TTFT and inter-token latencies; this switch
-	// is there to compare the two.
+	// scheduling delays out of TTFT and inter-token latencies for every
+	// chunk read before the next one arrives (one read later takes the
+	// later chunk's time: internal/rxstamp); this switch is there to
+	// compare the two.
 	ReadTimestamps bool
 	// TLS configures https targets (CA, verification); nil: system roots.
 	TLS *tls.Config
