@@ -31,6 +31,14 @@ var loadFlagNames = map[option.Name]string{
 	"PromptNonce":    "--prompt-nonce",
 	"Prompts":        "--prompts",
 	"Calibrate":      "--input-tokens.calibrate",
+	// The calibration's time limit (flags.go), request control
+	// (requestflags.go).
+	"CalibrateTimeout":   "--input-tokens.calibrate-timeout",
+	"ExtraBody":          "--request.extra-body",
+	"Headers":            "--request.header",
+	"MaxTokensField":     "--request.max-tokens-field",
+	"SystemPrompt":       "--request.system-prompt",
+	"SystemPromptTokens": "--request.system-prompt-tokens",
 	// Per-run GPU side (evalflags.go).
 	"ExporterURL":      "--exporter.url",
 	"ExporterInterval": "--exporter.poll-interval",

@@ -165,6 +165,8 @@ func build(doc *report.Document) view {
 	if c := m.TokenCalibration; c != nil {
 		if c.Error != "" {
 			add("Token calibration", c.Method+" failed: "+c.Error)
+		} else if c.Calibrated == report.CalibratedDatasetReplies {
+			add("Token calibration", fmt.Sprintf("output lengths: the dataset's replies in the server's tokens (%s: %d counted, %.3f tokens per word for the others; not measured)", c.Method, len(c.Probes), c.TokensPerWord))
 		} else {
 			add("Token calibration", fmt.Sprintf("%s: %.3f tokens per word + %.1f tokens per request (%d probes, not measured)", c.Method, c.TokensPerWord, c.OverheadTokens, len(c.Probes)))
 		}
@@ -241,6 +243,7 @@ func settingsRows(s report.Settings) []kv {
 	add("Shard", s.Shard)
 	add("Prompts", s.Prompts)
 	out = append(out, workloadSettingsRows(s)...) // trace, turns (timeline.go)
+	out = append(out, requestSettingsRows(s.Request)...)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))

@@ -212,6 +212,9 @@ type Settings struct {
 	InputTokens  string `json:"input_tokens,omitempty"`
 	OutputTokens string `json:"output_tokens,omitempty"`
 	Dataset      string `json:"dataset,omitempty"`
+	// DatasetTurns is "all" when every human turn of a ShareGPT dataset's
+	// conversations was sent (empty: each one's first).
+	DatasetTurns string `json:"dataset_turns,omitempty"`
 	MaxTokens    int    `json:"max_tokens,omitempty"`
 	IgnoreEOS    bool   `json:"ignore_eos"`
 	Seed         int64  `json:"seed"`
@@ -224,6 +227,9 @@ type Settings struct {
 	// other workloads. Values, not pointers: settings compare with ==.
 	Trace     TraceSettings     `json:"trace,omitzero"`
 	MultiTurn MultiTurnSettings `json:"multi_turn,omitzero"`
+	// Request is what every request carried besides its prompt
+	// (request.go); zero and absent when nothing was added.
+	Request RequestSettings `json:"request,omitzero"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`

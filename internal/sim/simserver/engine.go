@@ -65,16 +65,25 @@ func (r *request) snapshot() ([]int64, bool) {
 // draws fills the request's seeded random decisions. They depend only on
 // the seed and the request's sequence number, in a fixed order, so the n-th
 // request always gets the same ones.
-func (r *request) draw(cfg *Config, maxTokens int, ignoreEOS bool) (fail bool) {
+// answer, when not nil, draws the answer instead (its length and words):
+// a request decoded greedily or with a seed (sampling.go).
+func (r *request) draw(cfg *Config, maxTokens int, ignoreEOS bool, answer *rand.Rand) (fail bool) {
 	rng := r.rng
 	fail = rng.Float64() < cfg.ErrorRate
-	n := geometric(rng.Float64(), cfg.OutputTokensMean)
+	u := rng.Float64()
+	if answer != nil {
+		u = answer.Float64()
+	}
+	n := geometric(u, cfg.OutputTokensMean)
 	if ignoreEOS || n >= maxTokens {
 		n = maxTokens
 		r.lengthCapped = true
 	}
 	r.target = n
 	r.wordOffset = rng.IntN(len(words))
+	if answer != nil {
+		r.wordOffset = answer.IntN(len(words))
+	}
 	r.stallAt, r.disconnectAt = -1, -1
 	stall, stallAt := rng.Float64() < cfg.StallRate, rng.IntN(n)
 	if stall && cfg.StallDuration > 0 {

@@ -163,6 +163,8 @@ type generateRequest struct {
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
 	IgnoreEOS           bool              `json:"ignore_eos"`
+	Seed                *int64            `json:"seed"`
+	Temperature         *float64          `json:"temperature"`
 	Stream              bool              `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage         bool `json:"include_usage"`
@@ -268,7 +270,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 		notify:       make(chan struct{}, 1),
 	}
 	r.blocks = s.promptBlocks(&req, chat)
-	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
+	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS, answerRand(&req))
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "", "simulated internal error (the configured error rate)")
