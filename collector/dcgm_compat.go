@@ -37,9 +37,11 @@ const (
 	// value on a GPU in MIG mode (framebuffer, PROF activity), never the
 	// whole GPU's there.
 	dcgmInstance
-	// dcgmWholeGPU: only on GPUs not split into MIG instances (NVML's
-	// utilisation rates are not supported in MIG mode, and dcgm-exporter
-	// serves none for a GPU instance).
+	// dcgmWholeGPU: only on GPUs not split into MIG instances: NVML's
+	// utilisation rates are not supported in MIG mode, and DCGM answers
+	// N/A for a GPU instance's utilisation and PCIe bytes (NVIDIA/DCGM#88:
+	// PCIe traffic has no meaning per instance), so dcgm-exporter serves
+	// none for a GPU in MIG mode.
 	dcgmWholeGPU
 )
 
@@ -114,8 +116,8 @@ var (
 	dcgmGREngine     = newDCGMField("DCGM_FI_PROF_GR_ENGINE_ACTIVE", prometheus.GaugeValue, dcgmInstance, "Ratio of time the graphics engine is active.")
 	dcgmTensor       = newDCGMField("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", prometheus.GaugeValue, dcgmInstance, "Ratio of cycles the tensor (HMMA) pipe is active.")
 	dcgmDRAM         = newDCGMField("DCGM_FI_PROF_DRAM_ACTIVE", prometheus.GaugeValue, dcgmInstance, "Ratio of cycles the device memory interface is active sending or receiving data.")
-	dcgmPCIeTX       = newDCGMField("DCGM_FI_PROF_PCIE_TX_BYTES", prometheus.GaugeValue, dcgmDevice, "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.")
-	dcgmPCIeRX       = newDCGMField("DCGM_FI_PROF_PCIE_RX_BYTES", prometheus.GaugeValue, dcgmDevice, "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.")
+	dcgmPCIeTX       = newDCGMField("DCGM_FI_PROF_PCIE_TX_BYTES", prometheus.GaugeValue, dcgmWholeGPU, "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.")
+	dcgmPCIeRX       = newDCGMField("DCGM_FI_PROF_PCIE_RX_BYTES", prometheus.GaugeValue, dcgmWholeGPU, "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.")
 )
 
 // dcgmFieldTable is every field the view can serve, by DCGM field name (a

@@ -184,9 +184,10 @@ func expectedEntities(native map[string]*dto.MetricFamily) map[dcgmKey][3]string
 // remapping, XID) once per entity (per GPU instance on a GPU in MIG mode,
 // with GPU_I_PROFILE, GPU_I_ID and that instance's pod; no series for the
 // whole GPU there) with the GPU's native value in DCGM's unit; the
-// utilisation fields only on GPUs not split; each series unique by (UUID,
+// utilisation and PCIe bytes fields only on GPUs not split; each series unique by (UUID,
 // GPU_I_ID), so that the migration guide's comparison query matches one to
-// one; PCIe bytes wherever NVML gives them (Ampere too).
+// one; PCIe bytes on every whole GPU, Ampere too (none on a GPU in MIG
+// mode: DCGM answers N/A for a GPU instance).
 func TestDCGMViewSeriesSet(t *testing.T) {
 	t.Parallel()
 	type conv struct {
@@ -206,14 +207,14 @@ func TestDCGMViewSeriesSet(t *testing.T) {
 		"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS":   {"gpulens_gpu_remapped_rows", "type", "correctable", same},
 		"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": {"gpulens_gpu_remapped_rows", "type", "uncorrectable", same},
 		"DCGM_FI_DEV_ROW_REMAP_FAILURE":           {"gpulens_gpu_remapping_failed", "", "", same},
-		"DCGM_FI_PROF_PCIE_TX_BYTES":              {"gpulens_gpu_pcie_throughput_bytes_per_second", "direction", "tx", same},
-		"DCGM_FI_PROF_PCIE_RX_BYTES":              {"gpulens_gpu_pcie_throughput_bytes_per_second", "direction", "rx", same},
 	}
 	whole := map[string]conv{
-		"DCGM_FI_DEV_GPU_UTIL":      {"gpulens_gpu_utilization_ratio", "", "", pct},
-		"DCGM_FI_DEV_MEM_COPY_UTIL": {"gpulens_gpu_memory_bandwidth_utilization_ratio", "", "", pct},
-		"DCGM_FI_DEV_ENC_UTIL":      {"gpulens_gpu_encoder_utilization_ratio", "", "", pct},
-		"DCGM_FI_DEV_DEC_UTIL":      {"gpulens_gpu_decoder_utilization_ratio", "", "", pct},
+		"DCGM_FI_DEV_GPU_UTIL":       {"gpulens_gpu_utilization_ratio", "", "", pct},
+		"DCGM_FI_DEV_MEM_COPY_UTIL":  {"gpulens_gpu_memory_bandwidth_utilization_ratio", "", "", pct},
+		"DCGM_FI_DEV_ENC_UTIL":       {"gpulens_gpu_encoder_utilization_ratio", "", "", pct},
+		"DCGM_FI_DEV_DEC_UTIL":       {"gpulens_gpu_decoder_utilization_ratio", "", "", pct},
+		"DCGM_FI_PROF_PCIE_TX_BYTES": {"gpulens_gpu_pcie_throughput_bytes_per_second", "direction", "tx", same},
+		"DCGM_FI_PROF_PCIE_RX_BYTES": {"gpulens_gpu_pcie_throughput_bytes_per_second", "direction", "rx", same},
 	}
 	for _, tc := range []struct {
 		scenario string
@@ -314,6 +315,20 @@ func TestDCGMViewSeriesSet(t *testing.T) {
 				}
 				if len(view[name].GetMetric()) == 0 {
 					t.Errorf("%s: not served", name)
+				}
+			}
+			// PCIe bytes wherever the GPU is whole, Ampere included.
+			for k := range want {
+				for _, name := range []string{"DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"} {
+					n := 0
+					for _, m := range view[name].GetMetric() {
+						if labelOf(m, "gpu") == k.gpu {
+							n++
+						}
+					}
+					if (k.gi == "") != (n == 1) {
+						t.Errorf("%s: %d series for GPU %s (instance %q); want one for a whole GPU, none in MIG mode", name, n, k.gpu, k.gi)
+					}
 				}
 			}
 			// dcgm-exporter's MIG instances have their own framebuffer.
