@@ -3,11 +3,13 @@ package collector
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -398,6 +400,31 @@ func TestDCGMViewLostGPUKeepsXID(t *testing.T) {
 			if labelOf(m, "gpu") == "1" && name != "DCGM_FI_DEV_XID_ERRORS" {
 				t.Errorf("the lost GPU still serves %s%v", name, m.GetLabel())
 			}
+		}
+	}
+	// A GPU in MIG mode that is lost keeps its XID once per GPU instance
+	// the view last saw, with that instance's labels and pod; if the view
+	// never saw it up, once for the whole GPU.
+	for _, seen := range []bool{true, false} {
+		d := newDCGMSim(t, "testdata/dcgm-mig-lost.yaml", DCGMOptions{})
+		d.run(3)
+		if seen {
+			scrapeText(t, d.view)
+		}
+		d.run(5)
+		var got []string
+		for _, m := range scrapeFamilies(t, d.view)["DCGM_FI_DEV_XID_ERRORS"].GetMetric() {
+			if labelOf(m, "gpu") == "1" {
+				got = append(got, fmt.Sprintf("%s/%s/%s=%v,%s", labelOf(m, "GPU_I_PROFILE"), labelOf(m, "GPU_I_ID"), labelOf(m, "pod"), valueOf(m), labelOf(m, "err_code")))
+			}
+		}
+		sort.Strings(got)
+		want := []string{"//=79,79"}
+		if seen {
+			want = []string{"3g.40gb/2/=79,79", "4g.40gb/1/train-0=79,79"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("lost MIG GPU, seen up by the view %v: XID series %v, want %v", seen, got, want)
 		}
 	}
 	for code, msg := range map[uint64]string{0: "No Error", 48: "Double Bit ECC Error", 79: "GPU has fallen off the bus",
