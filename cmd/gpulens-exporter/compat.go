@@ -21,13 +21,15 @@ const dcgmPath = "/dcgm/metrics"
 
 // compatFlags configures the DCGM-compatible view (docs/dcgm-migration.md).
 type compatFlags struct {
-	dcgm       bool
-	dcgmListen string
+	dcgm         bool
+	dcgmListen   string
+	profFallback bool
 }
 
 func addCompatFlags(app *kingpin.Application, f *compatFlags) {
 	app.Flag("compat.dcgm", "Serve a DCGM-compatible view of the same snapshot at "+dcgmPath+": dcgm-exporter's default counters with its names, units and labels, for dashboards, autoscalers and alerts written for dcgm-exporter (docs/dcgm-migration.md). Off: nothing is converted.").Default("false").BoolVar(&f.dcgm)
 	app.Flag("compat.dcgm.listen-address", "Also serve the DCGM-compatible view at /metrics on this address of its own (e.g. :9400, dcgm-exporter's port), for consumers hard-wired to it, in plain HTTP (--web.config.file applies to the main listener only); implies --compat.dcgm. Empty: no extra listener.").Default("").StringVar(&f.dcgmListen)
+	app.Flag("compat.dcgm.prof-fallback", "In the DCGM-compatible view, on GPUs without GPM (before Hopper, or --no-collector.gpm), serve DCGM_FI_PROF_GR_ENGINE_ACTIVE from NVML's GPU utilisation and DCGM_FI_PROF_DRAM_ACTIVE from its memory utilisation, as ratios labelled gpulens_source=\"nvml_utilization\" and \"nvml_memory_utilization\" (docs/dcgm-migration.md); --no-compat.dcgm.prof-fallback leaves those fields absent there, as before. No tensor field has a fallback.").Default("true").BoolVar(&f.profFallback)
 }
 
 // enabled reports whether the view is served at all.
@@ -63,8 +65,9 @@ func startCompat(ctx context.Context, f compatFlags, sampler *collector.Sampler,
 		return nil, nil
 	}
 	view := collector.NewDCGMExposition(sampler, collector.DCGMOptions{
-		Hostname:   dcgmHostname(),
-		Exposition: collector.ExpositionOptions{MaxRequestsInFlight: maxRequests, Logger: logger},
+		Hostname:     dcgmHostname(),
+		ProfFallback: f.profFallback,
+		Exposition:   collector.ExpositionOptions{MaxRequestsInFlight: maxRequests, Logger: logger},
 	})
 	if f.dcgmListen == "" {
 		return view, nil
