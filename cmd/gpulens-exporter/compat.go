@@ -107,7 +107,10 @@ func startCompat(ctx context.Context, f compatFlags, sampler *collector.Sampler,
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &webConfig}, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// exporter-toolkit's "Listening on" line is the main listener's
+		// (tools read the exporter's address from it): this one has its own.
+		quiet := slog.New(dropMessage{logger.Handler(), "Listening on"})
+		if err := web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &webConfig}, quiet); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("serving the DCGM-compatible view", "address", f.dcgmListen, "err", err)
 		}
 	}()
@@ -119,4 +122,25 @@ func startCompat(ctx context.Context, f compatFlags, sampler *collector.Sampler,
 		_ = srv.Shutdown(sctx)
 	}()
 	return view, nil
+}
+
+// dropMessage is a slog.Handler that drops the records with one message.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+func (h dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropMessage) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return dropMessage{h.Handler.WithAttrs(attrs), h.msg}
+}
+
+func (h dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{h.Handler.WithGroup(name), h.msg}
 }
