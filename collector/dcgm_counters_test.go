@@ -291,3 +291,30 @@ func TestDCGMCountersFileErrors(t *testing.T) {
 		t.Errorf("skipped %v, want %v", got, want)
 	}
 }
+
+// TestDCGMExtraFieldsDocumented: every field a counters file can add is a
+// DCGM field, named in docs/metrics.md and in the migration guide.
+func TestDCGMExtraFieldsDocumented(t *testing.T) {
+	t.Parallel()
+	metrics, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "dcgm-migration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range DCGMExtraFields() {
+		if _, ok := dcgmFieldIDs()[name]; !ok {
+			t.Errorf("%s is not a DCGM field", name)
+		}
+		if !strings.Contains(string(metrics), "`"+name+"`") || !strings.Contains(string(guide), "`"+name+"`") {
+			t.Errorf("%s: not in docs/metrics.md and docs/dcgm-migration.md", name)
+		}
+	}
+	for _, name := range DCGMFields() {
+		if _, ok := dcgmFieldIDs()[name]; !ok {
+			t.Errorf("the view's %s is not a DCGM field", name)
+		}
+	}
+}
