@@ -130,6 +130,11 @@ func TestCompatListenerTLSAuthHealthCounters(t *testing.T) {
 	}) {
 		t.Fatalf("no DCGM listener logged:\n%s", p.Log())
 	}
+	// The log's "Listening on" line (what tools read the exporter's
+	// address from) is the main listener's, not this one's.
+	if main := p.MustAddress(ctx, t); main == own {
+		t.Errorf("the log's listen address is the DCGM listener's %s", own)
+	}
 	if want := counters + ":3: DCGM_FI_DEV_MEMORY_TEMP: a DCGM field gpulens has no value for; not served"; !strings.Contains(p.Log(), want) {
 		t.Errorf("log lacks %q:\n%s", want, p.Log())
 	}
