@@ -2,7 +2,10 @@ package deploy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -227,5 +230,59 @@ func TestDCGMIdentityChecksFail(t *testing.T) {
 				t.Logf("%s: %v", tc.name, p)
 			}
 		})
+	}
+}
+
+// TestHelmDCGMCounters: compat.dcgm.counters becomes a ConfigMap mounted
+// read-only and --compat.dcgm.counters-file naming it; the file there is the
+// one given (the consumer suite's, which the exporter loads in
+// alerts/dcgm_consumers_e2e_test.go).
+func TestHelmDCGMCounters(t *testing.T) {
+	file := filepath.Join(root, "alerts", "testdata", "dcgm-consumers", "counters.csv")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"template", "gpulens", filepath.Join(root, "deploy", "kubernetes", "helm", "gpulens"), "--namespace", "monitoring",
+		"--set", "compat.dcgm.enabled=true", "--set-file", "compat.dcgm.counters=" + file}
+	o := &objects{}
+	for i, d := range splitDocs(pinnedTool(t, "helm", args...)) {
+		if err := o.decode(fmt.Sprintf("helm template document %d", i+1), d); err != nil {
+			t.Error(err)
+		}
+	}
+	where := "helm compat.dcgm.counters"
+	checkObjects(t, where, o, 0)
+	var cm *corev1.ConfigMap
+	for _, c := range o.configMaps {
+		if c.Labels["app.kubernetes.io/component"] == dcgmComponent {
+			cm = c
+		}
+	}
+	if cm == nil {
+		t.Fatalf("%s: no counters ConfigMap", where)
+	}
+	if got := cm.Data["counters.csv"]; strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+		t.Errorf("%s: counters.csv in the ConfigMap differs from the file:\n%s", where, got)
+	}
+	spec := o.daemonSets[0].Spec.Template.Spec
+	c := spec.Containers[0]
+	path, ok := flagValue(c.Args, "compat.dcgm.counters-file")
+	if !ok {
+		t.Fatalf("%s: no --compat.dcgm.counters-file in %v", where, c.Args)
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if filepath.Join(m.MountPath, "counters.csv") != path {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name && m.ReadOnly {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("%s: %s is not ConfigMap %s mounted read-only: mounts %+v volumes %+v", where, path, cm.Name, c.VolumeMounts, spec.Volumes)
 	}
 }
