@@ -84,6 +84,7 @@ DCGM_FI_DEV_MAX_SM_CLOCK, gauge, max SM (MHz).
 DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, DBE.
 DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, reasons.
 DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, engine.
 DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 `
 	c, err := ParseDCGMCounters("custom.csv", strings.NewReader(file))
@@ -96,11 +97,10 @@ DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 	for _, tc := range []struct {
 		scenario  string
 		totals    int // FB_TOTAL series: GPUs not in MIG mode, and MIG instances
-		smActive  int // GPM GPUs and their instances
 		migTotals int
 	}{
-		{"dgx-h100", 8, 8, 0},
-		{"mig-mixed", 6, 8, 6},
+		{"dgx-h100", 8, 0},
+		{"mig-mixed", 6, 6},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			e := newSimExporter(t, tc.scenario)
@@ -112,7 +112,7 @@ DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 			}
 			slices.Sort(names)
 			wantNames := []string{"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-				"DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_PROF_SM_ACTIVE", "dcgm_fb_free"}
+				"DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "dcgm_fb_free"}
 			if !slices.Equal(names, wantNames) {
 				t.Fatalf("families %v, want %v", names, wantNames)
 			}
@@ -214,8 +214,29 @@ DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 			if len(alone) != 2 || len(alone["DCGM_FI_DEV_FB_TOTAL"].GetMetric()) != tc.totals || len(alone["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"].GetMetric()) != len(dcgm["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"].GetMetric()) {
 				t.Errorf("FB_TOTAL and the power limit alone: %v", alone)
 			}
-			if got := len(view("DCGM_FI_PROF_SM_ACTIVE")); got != tc.smActive {
-				t.Errorf("SM_ACTIVE series %d, want %d", got, tc.smActive)
+			if len(view("DCGM_FI_PROF_SM_ACTIVE")) == 0 {
+				t.Error("no SM_ACTIVE series (GPM GPUs)")
+			}
+			// Each extra field has the labels of its scope's series, one
+			// for one, whatever series the view has for that scope.
+			for extra, scope := range map[string]string{
+				"DCGM_FI_PROF_SM_ACTIVE":           "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+				"DCGM_FI_DEV_FB_TOTAL":             "DCGM_FI_DEV_FB_USED",
+				"DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "DCGM_FI_DEV_GPU_TEMP",
+				"DCGM_FI_DEV_MAX_SM_CLOCK":         "DCGM_FI_DEV_GPU_TEMP",
+			} {
+				var got, want []string
+				for _, m := range dcgm[extra].GetMetric() {
+					got = append(got, labelString(m))
+				}
+				for _, m := range dcgm[scope].GetMetric() {
+					want = append(want, labelString(m))
+				}
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s series %v, want the labels of %s's %v", extra, got, scope, want)
+				}
 			}
 			// The clock-event bitmask: the bits of the active reasons.
 			bits := map[string]float64{}
