@@ -258,6 +258,9 @@ type DCGMOptions struct {
 	// MaxRequestsInFlight limits concurrent scrapes (0: no limit).
 	MaxRequestsInFlight int
 	Exposition          ExpositionOptions
+	// Counters, from a counters file, chooses the fields served; nil:
+	// dcgm-exporter's default set.
+	Counters *DCGMCounters
 }
 
 // NewDCGMExposition serves the DCGM-compatible view of the sampler's
@@ -268,5 +271,9 @@ type DCGMOptions struct {
 // scraped.
 func NewDCGMExposition(s *Sampler, opts DCGMOptions) *Exposition {
 	v := newDCGMView(s, opts)
-	return newExposition(s, NewRegistry(), opts.Exposition, v.convert, expfmt.DefaultAcceptedFormats())
+	convert := v.convert
+	if opts.Counters != nil {
+		convert = opts.Counters.wrap(convert)
+	}
+	return newExposition(s, NewRegistry(), opts.Exposition, convert, expfmt.DefaultAcceptedFormats())
 }
