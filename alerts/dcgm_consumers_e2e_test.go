@@ -56,14 +56,13 @@ type consumerExpection struct {
 	Pending string              `yaml:"pending"`
 }
 
-// consumerPending names the differences a case may be marked with: the
-// view's series set before issue 31's series-set work (h5) is merged, and
-// what gpulens cannot serve. README.md lists them.
+// consumerPending names the differences a case may be marked with: what
+// gpulens cannot serve or does not yet serve as dcgm-exporter does.
+// README.md lists them.
 var consumerPending = map[string]string{
-	"h5-mig-device-fields-per-instance": "dcgm-exporter repeats the device fields once per GPU instance with GPU_I_PROFILE, GPU_I_ID and the instance's pod; the view has one series per GPU",
-	"h5-prof-fallback":                  "DCGM's profiling module has the PROF fields on Ampere; the view has them from GPM (Hopper) only",
-	"h5-xid-lost-gpu":                   "dcgm-exporter keeps a lost GPU's XID series (79); the view drops every series of a GPU that is down",
-	"gpulens-no-power-mgmt-limit-max":   "gpulens reads no power-management limit constraints: the counters file's DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX is skipped",
+	"gpulens-no-tensor-before-hopper": "NVML has no tensor-pipe activity before Hopper (no GPM): the view serves DCGM_FI_PROF_PIPE_TENSOR_ACTIVE from GPM only, with no fallback",
+	"gpulens-lost-gpu-no-pod":         "a lost GPU keeps its XID series (79) but not the pod it was allocated to; dcgm-exporter, mapping pods from the kubelet, keeps it",
+	"gpulens-no-power-mgmt-limit-max": "gpulens reads no power-management limit constraints: the counters file's DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX is skipped",
 }
 
 // consumerIgnoredLabels are left out of the label comparison: dcgm-exporter
