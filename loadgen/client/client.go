@@ -80,6 +80,14 @@ type Request struct {
 	TargetInputTokens int
 	MaxTokens         int
 	IgnoreEOS         bool
+	// PrefixGroup and PrefixTokens say which shared prefix the prompt
+	// starts with (from 1; 0: none) and its length asked for, in the
+	// server's tokens: copied to the record.
+	PrefixGroup  int
+	PrefixTokens int
+	// Images are image URLs (data: URLs of the images' bytes) sent after
+	// the prompt as image_url content parts (chat only).
+	Images []string
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -282,7 +290,10 @@ func (c *Client) URL() string { return c.url }
 // thousands of requests per second. TestBodyMatchesEncodingJSON checks that
 // it decodes to what encoding/json would have written.
 func (c *Client) Body(r Request) ([]byte, error) {
-	return c.appendBody(make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192), r), nil
+	if len(r.Images) > 0 && c.cfg.Endpoint != EndpointChat {
+		return nil, fmt.Errorf("request %d: images need the chat endpoint", r.Index)
+	}
+	return c.appendBody(make([]byte, 0, len(r.Prompt)+imagesLen(r.Images)+len(c.cfg.Model)+192), r), nil
 }
 
 func (c *Client) appendBody(b []byte, r Request) []byte {
@@ -290,7 +301,7 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 	b = appendJSONString(b, c.cfg.Model)
 	if c.cfg.Endpoint == EndpointChat {
 		b = append(b, `,"messages":[{"role":"user","content":`...)
-		b = appendJSONString(b, r.Prompt)
+		b = appendContent(b, r)
 		b = append(b, "}]"...)
 	} else {
 		b = append(b, `,"prompt":`...)
@@ -309,6 +320,34 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 		b = append(b, `,"ignore_eos":true`...)
 	}
 	return append(b, '}')
+}
+
+// appendContent appends the user message's content: the prompt as a
+// string, or, with images, an array of content parts as OpenAI's chat API
+// takes them: the prompt as a text part, then one image_url part per
+// image.
+func appendContent(b []byte, r Request) []byte {
+	if len(r.Images) == 0 {
+		return appendJSONString(b, r.Prompt)
+	}
+	b = append(b, `[{"type":"text","text":`...)
+	b = appendJSONString(b, r.Prompt)
+	b = append(b, '}')
+	for _, u := range r.Images {
+		b = append(b, `,{"type":"image_url","image_url":{"url":`...)
+		b = appendJSONString(b, u)
+		b = append(b, "}}"...)
+	}
+	return append(b, ']')
+}
+
+// imagesLen is the bytes of the image URLs, to size a body.
+func imagesLen(images []string) int {
+	n := 0
+	for _, u := range images {
+		n += len(u) + 48
+	}
+	return n
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -406,7 +445,7 @@ func (c *Client) scrub(s string) string {
 }
 
 func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
-	res := attempt{Record: report.Record{Index: r.Index}, text: text}
+	res := attempt{Record: report.Record{Index: r.Index, PrefixGroup: r.PrefixGroup, PrefixTokens: r.PrefixTokens, Images: len(r.Images)}, text: text}
 	var (
 		status int
 		ctype  string
@@ -628,6 +667,10 @@ func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *re
 	toks := make([]int32, n)
 	if final != nil {
 		res.PromptTokens = final.PromptTokens
+		if c := final.PromptTokensDetails.CachedTokens; c.Set {
+			v := c.V
+			res.CachedTokens = &v
+		}
 	}
 	if trustCum && grows(cum) {
 		prev := 0
