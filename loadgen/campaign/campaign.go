@@ -369,6 +369,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	run.GPU = gpu.end(ctx, sum)
 	res.Responses = append(res.Responses, responses.responses(name, level, rep, all)...)
 	run.ServerMetrics, run.Turns = scrape.stop(out.Start), stats.Turns(all)
+	run.PrefixCache, run.Images = stats.PrefixCache(all), stats.Images(all)
 	if o.EmbedRequests || shards > 1 {
 		run.Requests = all
 	}
