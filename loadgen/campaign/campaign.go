@@ -178,6 +178,9 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := prepareWorkloads(&o, p.Mode); err != nil {
 		return nil, err
 	}
+	if err := validatePrompts(&o); err != nil {
+		return nil, err
+	}
 	if err := validateCalibrate(o.Calibrate); err != nil {
 		return nil, err
 	}
@@ -311,6 +314,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		settings.Timestamps = "read"
 	}
 	settings.Trace, settings.MultiTurn = c.workloadSettings(rc)
+	settings.SharedPrefix, settings.Images = c.promptSettings()
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}
