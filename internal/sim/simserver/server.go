@@ -549,4 +549,3 @@ func validateContent(raw json.RawMessage) error {
 	}
 	return errors.New("content: must be a string or an array of content parts")
 }
-
