@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -14,7 +15,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
@@ -47,6 +50,9 @@ type Images struct {
 // NewGeneratedImages returns perRequest generated images per request
 // from a pool of spec.Distinct (GenerateImages).
 func NewGeneratedImages(spec ImageSpec, perRequest int) (*Images, error) {
+	if err := (&Images{PerRequest: perRequest, URLs: []string{""}}).validate(); err != nil {
+		return nil, err // before the work of generating them
+	}
 	urls, err := GenerateImages(spec)
 	if err != nil {
 		return nil, err
@@ -59,6 +65,9 @@ func NewGeneratedImages(spec ImageSpec, perRequest int) (*Images, error) {
 // NewFileImages returns perRequest images per request from the files at
 // paths, used in turn (LoadImageFiles).
 func NewFileImages(paths []string, perRequest int) (*Images, error) {
+	if err := (&Images{PerRequest: perRequest, URLs: []string{""}}).validate(); err != nil {
+		return nil, err
+	}
 	f, err := LoadImageFiles(paths)
 	if err != nil {
 		return nil, err
@@ -141,19 +150,29 @@ func GenerateImages(spec ImageSpec) ([]string, error) {
 	default:
 		return nil, option.Errorf("%s %q: want png or jpeg", option.Name("ImageFormat"), spec.Format)
 	}
-	out := make([]string, spec.Distinct)
-	total := 0
-	for j := range out {
-		b, err := EncodeImage(spec, j)
-		if err != nil {
-			return nil, err
-		}
-		out[j] = dataURL(mime, b)
-		if total += len(out[j]); total > maxImagePoolBytes {
-			return nil, option.Errorf("%s × %s: the images take over %d MiB; ask for fewer or smaller ones", option.Name("ImageDistinct"), option.Name("ImageSize"), maxImagePoolBytes>>20)
-		}
+	// An image of w × h pixels encodes to at most about 4 × w × h bytes
+	// (RGBA, uncompressed): refuse a pool that could not fit before
+	// encoding it.
+	if est := int64(spec.Width) * int64(spec.Height) * int64(spec.Distinct); est > maxImagePoolBytes {
+		return nil, option.Errorf("%s × %s: %d images of %dx%d pixels are too many (at most %d MiB of pixels); ask for fewer or smaller ones",
+			option.Name("ImageDistinct"), option.Name("ImageSize"), spec.Distinct, spec.Width, spec.Height, maxImagePoolBytes>>20)
 	}
-	return out, nil
+	// Encoded on every CPU: a 512x512 PNG takes tens of milliseconds.
+	out := make([]string, spec.Distinct)
+	errs := make([]error, spec.Distinct)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for j := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			b, err := EncodeImage(spec, j)
+			out[j], errs[j] = dataURL(mime, b), err
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // EncodeImage encodes image j of spec.
