@@ -76,3 +76,36 @@ type ImageSummary struct {
 	// PerRequest is the distribution of images per completed request.
 	PerRequest Dist `json:"per_request"`
 }
+
+// PromptFigures are the prefix cache's and the images' figures of a run
+// (Run.PrefixCache, Run.Images): absent (not zero) in runs without them.
+var PromptFigures = []Figure{
+	{Key: "prefix_cache.hit_ratio", Title: "Prefix cache hit ratio (server-reported)", Unit: "ratio", Better: Higher,
+		read: func(r *Run) (float64, bool) {
+			if p := r.PrefixCache; p != nil && p.HitRatio != nil {
+				return *p.HitRatio, true
+			}
+			return 0, false
+		}},
+	{Key: "prefix_cache.expected_hit_ratio", Title: "Prefix cache hit ratio expected", Unit: "ratio",
+		read: func(r *Run) (float64, bool) {
+			if p := r.PrefixCache; p != nil && p.ExpectedHitRatio != nil {
+				return *p.ExpectedHitRatio, true
+			}
+			return 0, false
+		}},
+	{Key: "prefix_cache.cached_tokens_per_request.mean", Title: "Cached tokens per request mean", Unit: "tokens",
+		read: func(r *Run) (float64, bool) {
+			if p := r.PrefixCache; p != nil && p.Reported > 0 {
+				return p.CachedTokensPerRequest.Mean, true
+			}
+			return 0, false
+		}},
+	{Key: "images.per_request.mean", Title: "Images per request mean", Unit: "images",
+		read: func(r *Run) (float64, bool) {
+			if p := r.Images; p != nil {
+				return p.PerRequest.Mean, true
+			}
+			return 0, false
+		}},
+}

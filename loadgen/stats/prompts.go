@@ -104,15 +104,15 @@ func Images(records []report.Record) *report.ImageSummary {
 }
 
 // AggregatePrefixCache combines the prefix-cache side of a level's
-// repeats: counts and token sums added, the ratios recomputed from the
-// sums (the expected one as the mean over the repeats that have it), the
-// cached tokens' distribution the mean of the repeats'. Nil when no repeat
-// has one.
+// repeats as Aggregate combines the rest: counts and token sums added,
+// the ratios the mean over the repeats that have them, the cached
+// tokens' distribution the mean of the repeats' (meanDist). Nil when no
+// repeat has one.
 func AggregatePrefixCache(reps []report.Run) *report.PrefixCacheSummary {
 	var (
-		out  report.PrefixCacheSummary
-		have bool
-		exp  []float64
+		out      report.PrefixCacheSummary
+		have     bool
+		hit, exp []float64
 	)
 	for i := range reps {
 		p := reps[i].PrefixCache
@@ -126,6 +126,9 @@ func AggregatePrefixCache(reps []report.Run) *report.PrefixCacheSummary {
 		out.CachedTokens += p.CachedTokens
 		out.RequestsWithHits += p.RequestsWithHits
 		out.Groups = max(out.Groups, p.Groups)
+		if p.HitRatio != nil {
+			hit = append(hit, *p.HitRatio)
+		}
 		if p.ExpectedHitRatio != nil {
 			exp = append(exp, *p.ExpectedHitRatio)
 		}
@@ -133,16 +136,7 @@ func AggregatePrefixCache(reps []report.Run) *report.PrefixCacheSummary {
 	if !have {
 		return nil
 	}
-	if out.PromptTokens > 0 && out.Reported > 0 {
-		out.HitRatio = new(float64(out.CachedTokens) / float64(out.PromptTokens))
-	}
-	if len(exp) > 0 {
-		m := 0.0
-		for _, v := range exp {
-			m += v
-		}
-		out.ExpectedHitRatio = new(m / float64(len(exp)))
-	}
+	out.HitRatio, out.ExpectedHitRatio = mean(hit), mean(exp)
 	if d, ok := meanDist(reps, func(r *report.Run) *report.Dist {
 		if r.PrefixCache == nil || r.PrefixCache.Reported == 0 {
 			return nil
@@ -175,4 +169,16 @@ func AggregateImages(reps []report.Run) *report.ImageSummary {
 		out.PerRequest = d
 	}
 	return &out
+}
+
+// mean is the mean of vs, nil when empty.
+func mean(vs []float64) *float64 {
+	if len(vs) == 0 {
+		return nil
+	}
+	m := 0.0
+	for _, v := range vs {
+		m += v / float64(len(vs))
+	}
+	return &m
 }

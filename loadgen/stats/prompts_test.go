@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -52,8 +53,8 @@ func TestPrefixCache(t *testing.T) {
 		t.Errorf("reported only: %+v", s)
 	}
 
-	agg := AggregatePrefixCache([]report.Run{{PrefixCache: s}, {}, {PrefixCache: &report.PrefixCacheSummary{Requests: 2, Reported: 2, PromptTokens: 150, CachedTokens: 25, CachedTokensPerRequest: report.Dist{Count: 2, Max: 20}}}})
-	if agg == nil || agg.Requests != 7 || agg.Reported != 6 || *agg.HitRatio != 169.0/650 || agg.CachedTokensPerRequest.Max != 96 ||
+	agg := AggregatePrefixCache([]report.Run{{PrefixCache: s}, {}, {PrefixCache: &report.PrefixCacheSummary{Requests: 2, Reported: 2, PromptTokens: 150, CachedTokens: 25, HitRatio: new(25.0 / 150), CachedTokensPerRequest: report.Dist{Count: 2, Max: 20}}}})
+	if agg == nil || agg.Requests != 7 || agg.Reported != 6 || math.Abs(*agg.HitRatio-(144.0/500+25.0/150)/2) > 1e-12 || agg.CachedTokensPerRequest.Max != 96 ||
 		agg.CachedTokensPerRequest.Count != 6 || *agg.ExpectedHitRatio != 260.0/630 {
 		t.Errorf("aggregate %+v", agg)
 	}
