@@ -10,7 +10,8 @@ import (
 
 // The prefix cache (Config.PrefixCacheTokens) models vLLM's automatic
 // prefix caching: the prompt is cut into blocks of PrefixBlockTokens
-// tokens (words, as the simulator counts them), each block known by a hash
+// tokens (the tokens its usage counts, template and images included:
+// prompt.go), each block known by a hash
 // of the whole prompt up to its end, so that a block matches only when
 // everything before it matches too. When a request is admitted, the
 // leading blocks found in the cache are its cached tokens, except that at
