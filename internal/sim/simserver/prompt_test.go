@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -245,5 +246,51 @@ func TestImagesOverHTTP(t *testing.T) {
 	resp, _ = post(t, url+"/v1/completions", fmt.Sprintf(`{"model":"gpulens-sim","max_tokens":1,"prompt":[{"type":"image_url","image_url":{"url":%q}}]}`, png))
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("completions with an image: HTTP %d, want 400", resp.StatusCode)
+	}
+}
+
+// TestPrefillChargesTokensNotCached: the prefill of a chat prompt walked
+// by the sub-word tokenizer costs PrefillPerToken for every token the
+// cache did not serve, an image's tokens included: alone, with 1 ms per
+// token and a 10 ms step, TTFT is (prompt − cached) ms + 10 ms.
+func TestPrefillChargesTokensNotCached(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Tokenizer: TokenizerSubword, PrefillPerToken: time.Millisecond, DecodeBase: 10 * time.Millisecond, PrefixCacheTokens: 10_000, PrefixBlockTokens: 16}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: cfg, tokens: newTokenCounter(cfg.Tokenizer), images: newImageCache()}
+	var queued atomic.Int64
+	e := newEngine(&s.cfg, newMetrics(cfg.Model), &queued)
+	img, other := imageURL(t, 512, 512, "png"), imageURL(t, 512, 512, "jpeg") // 326 tokens each
+	words := strings.TrimSpace(strings.Repeat("university ", 10))
+	withImage := func(url string) string {
+		return `[{"type":"text","text":"` + words + `"},{"type":"image_url","image_url":{"url":"` + url + `"}}]`
+	}
+	now := time.Unix(1_700_000_000, 0)
+	for i, step := range []struct {
+		content        string
+		prompt, cached int
+	}{
+		{`"` + words + `"`, 40, 0},
+		{`"` + words + ` x"`, 41, 32},
+		// 1 + 4 + 30 + 326 + 1 + 4 tokens: the text's 2 blocks cached.
+		{withImage(img), 366, 32},
+		// Again: every block but the last (recomputed), image included.
+		{withImage(img), 366, 352},
+		// Another image after the same text: the text's blocks only.
+		{withImage(other), 366, 32},
+	} {
+		p := s.newWalk(true)
+		if err := p.chat([]json.RawMessage{[]byte(`{"role":"user","content":` + step.content + `}`)}, true); err != nil {
+			t.Fatal(err)
+		}
+		r := testRequest(uint64(i), p.n, 1, -1, now)
+		r.blocks = p.blocks
+		ttft, end := runAlone(t, e, now, r)
+		if want := time.Duration(step.prompt-step.cached)*time.Millisecond + 10*time.Millisecond; p.n != step.prompt || r.cached != step.cached || ttft != want {
+			t.Errorf("step %d: %d tokens, %d cached, TTFT %v; want %d, %d, %v", i, p.n, r.cached, ttft, step.prompt, step.cached, want)
+		}
+		now = end.Add(time.Second)
 	}
 }
