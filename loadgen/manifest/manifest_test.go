@@ -355,7 +355,9 @@ func TestSettingsHash(t *testing.T) {
 		"images": func(c *Configuration) {
 			c.Settings.Images = report.ImageSettings{PerRequest: 1, Width: 512, Height: 512, Format: "png", Distinct: 16}
 		},
-		"image files": func(c *Configuration) { c.Settings.Images = report.ImageSettings{PerRequest: 1, Files: "a.png", FilesSHA256: "ab"} },
+		"image files": func(c *Configuration) {
+			c.Settings.Images = report.ImageSettings{PerRequest: 1, Files: "a.png", FilesSHA256: "ab"}
+		},
 	} {
 		if got := h(mod); got == h0 {
 			t.Errorf("%s: hash unchanged", name)
