@@ -294,3 +294,22 @@ func TestPrefillChargesTokensNotCached(t *testing.T) {
 		now = end.Add(time.Second)
 	}
 }
+
+// BenchmarkPromptWalk walks a 2000-word chat prompt, counting and hashing
+// its tokens for the prefix cache, as every request's handler does.
+func BenchmarkPromptWalk(b *testing.B) {
+	s := &Server{cfg: Config{PrefixCacheTokens: 200_000, PrefixBlockTokens: 16}, tokens: newTokenCounter(TokenizerSubword), images: newImageCache()}
+	words := strings.Fields(strings.Repeat("the of and to in is was for on that with as by at from it an be this are university 2024 ", 100))
+	content, _ := json.Marshal(strings.Join(words, " "))
+	msgs := []json.RawMessage{[]byte(`{"role":"user","content":` + string(content) + `}`)}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		p := s.newWalk(true)
+		if err := p.chat(msgs, true); err != nil {
+			b.Fatal(err)
+		}
+		n = p.n
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/token")
+}
