@@ -85,9 +85,9 @@ type Request struct {
 	// server's tokens: copied to the record.
 	PrefixGroup  int
 	PrefixTokens int
-	// Images are image URLs (data: URLs of the images' bytes) sent after
-	// the prompt as image_url content parts (chat only).
-	Images []string
+	// Images are sent after the prompt as image_url content parts (chat
+	// only; image.go).
+	Images []Image
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -333,19 +333,18 @@ func appendContent(b []byte, r Request) []byte {
 	b = append(b, `[{"type":"text","text":`...)
 	b = appendJSONString(b, r.Prompt)
 	b = append(b, '}')
-	for _, u := range r.Images {
-		b = append(b, `,{"type":"image_url","image_url":{"url":`...)
-		b = appendJSONString(b, u)
-		b = append(b, "}}"...)
+	for _, im := range r.Images {
+		b = append(b, ',')
+		b = appendImage(b, im)
 	}
 	return append(b, ']')
 }
 
 // imagesLen is the bytes of the image URLs, to size a body.
-func imagesLen(images []string) int {
+func imagesLen(images []Image) int {
 	n := 0
-	for _, u := range images {
-		n += len(u) + 48
+	for _, im := range images {
+		n += len(im.URL) + 48
 	}
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,7 +104,8 @@ func TestBodyImageParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := Request{Index: 1, Prompt: "what \"is\" this", MaxTokens: 3, Images: []string{"data:image/png;base64,iVBORw0K", "data:image/jpeg;base64,/9j/4A=="}}
+	// One image encoded ahead (NewImage), one when sent: the same bytes.
+	r := Request{Index: 1, Prompt: "what \"is\" this", MaxTokens: 3, Images: []Image{NewImage("data:image/png;base64,iVBORw0K"), {URL: "data:image/jpeg;base64,/9j/4A=="}}}
 	got, err := c.Body(r)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestBodyImageParts(t *testing.T) {
 		} `json:"messages"`
 	}
 	if err := json.Unmarshal(got, &v); err != nil || len(v.Messages) != 1 || len(v.Messages[0].Content) != 3 ||
-		v.Messages[0].Content[0].Text != r.Prompt || v.Messages[0].Content[2].ImageURL.URL != r.Images[1] {
+		v.Messages[0].Content[0].Text != r.Prompt || v.Messages[0].Content[2].ImageURL.URL != r.Images[1].URL {
 		t.Errorf("decoded %+v, %v", v, err)
 	}
 	comp, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Endpoint: EndpointCompletions, Model: "m", Timeout: time.Second})
@@ -135,5 +137,18 @@ func TestBodyImageParts(t *testing.T) {
 	}
 	if _, err := comp.Body(r); err == nil {
 		t.Error("completions body with images: no error")
+	}
+}
+
+// BenchmarkBodyImages writes a body with two 768 KB images whose parts were
+// encoded ahead (NewImage): a copy, not an escape, per request.
+func BenchmarkBodyImages(b *testing.B) {
+	c, _ := New(Config{BaseURL: "http://127.0.0.1:1/v1", Endpoint: EndpointChat, Model: "m", Timeout: time.Second})
+	u := "data:image/png;base64," + strings.Repeat("iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAIAAAB7GkOtAAAA", 16000)
+	r := Request{Prompt: "17 the quick brown fox", MaxTokens: 128, Images: []Image{NewImage(u), NewImage(u)}}
+	b.SetBytes(int64(2 * len(u)))
+	buf := make([]byte, 0, 4<<20)
+	for b.Loop() {
+		buf = c.appendBody(buf[:0], r)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -45,6 +46,17 @@ type Images struct {
 	// Settings describe them in reports (NewGeneratedImages,
 	// NewFileImages).
 	Settings report.ImageSettings
+	// pool are the URLs' content parts, encoded once (client.NewImage);
+	// nil: encoded when sent.
+	pool []client.Image
+}
+
+// encode encodes the pool's content parts.
+func (im *Images) encode() {
+	im.pool = make([]client.Image, len(im.URLs))
+	for j, u := range im.URLs {
+		im.pool[j] = client.NewImage(u)
+	}
 }
 
 // NewGeneratedImages returns perRequest generated images per request
@@ -59,6 +71,7 @@ func NewGeneratedImages(spec ImageSpec, perRequest int) (*Images, error) {
 	}
 	im := &Images{PerRequest: perRequest, URLs: urls, Settings: report.ImageSettings{PerRequest: perRequest,
 		Width: spec.Width, Height: spec.Height, Format: spec.Format, Distinct: spec.Distinct}}
+	im.encode()
 	return im, im.validate()
 }
 
@@ -74,6 +87,7 @@ func NewFileImages(paths []string, perRequest int) (*Images, error) {
 	}
 	im := &Images{PerRequest: perRequest, URLs: f.URLs, Settings: report.ImageSettings{PerRequest: perRequest,
 		Files: strings.Join(f.Names, ","), FilesSHA256: f.SHA256}}
+	im.encode()
 	return im, im.validate()
 }
 
@@ -119,12 +133,17 @@ func (im *Images) validate() error {
 	return nil
 }
 
-// urls returns request i's images.
-func (im *Images) urls(i int) []string {
-	out := make([]string, im.PerRequest)
+// images returns request i's images.
+func (im *Images) images(i int) []client.Image {
+	out := make([]client.Image, im.PerRequest)
 	n := len(im.URLs)
 	for k := range out {
-		out[k] = im.URLs[(i*im.PerRequest+k)%n]
+		j := (i*im.PerRequest + k) % n
+		if len(im.pool) == n {
+			out[k] = im.pool[j]
+		} else {
+			out[k] = client.Image{URL: im.URLs[j]}
+		}
 	}
 	return out
 }

@@ -187,7 +187,7 @@ func TestGeneratedImages(t *testing.T) {
 		}
 		w := New(Config{Input: mustLength(t, "fixed:3"), Output: mustLength(t, "fixed:1"), Images: im})
 		r := w.Request(1) // images 2 and 3 mod 3 = 0
-		if len(r.Images) != 2 || r.Images[0] != im.URLs[2] || r.Images[1] != im.URLs[0] {
+		if len(r.Images) != 2 || r.Images[0].URL != im.URLs[2] || r.Images[1].URL != im.URLs[0] {
 			t.Errorf("%s: request 1's images are not pool images 2 and 0", format)
 		}
 		if im.Settings.Width != 64 || im.Settings.Distinct != 3 || im.Settings.PerRequest != 2 || im.Settings.Format != format {

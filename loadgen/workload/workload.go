@@ -373,7 +373,7 @@ var vocabulary = strings.Fields(`the of and to in is was for on that with as by 
 func (w *Workload) Request(i int) client.Request {
 	r := w.textRequest(i)
 	if w.cfg.Images != nil {
-		r.Images = w.cfg.Images.urls(i)
+		r.Images = w.cfg.Images.images(i)
 	}
 	return r
 }
