@@ -67,6 +67,7 @@ type loadFlags struct {
 
 	// workload: trace replay, multi-turn, server metrics (workloadflags.go).
 	workload *workloadFlags
+	prompt   *promptFlags
 	// eval: per-run GPU side, manifest, saved responses (evalflags.go).
 	eval *evalFlags
 	// request: extra body, headers, system prompt (requestflags.go).
@@ -121,6 +122,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cliflag.Duration(cmd, "linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).", "0s", &f.linger)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	f.workload = addWorkloadFlags(cmd)
+	f.prompt = addPromptFlags(cmd)
 	f.eval = addEvalFlags(cmd)
 	f.request = addRequestFlags(cmd)
 	return f
@@ -257,6 +259,9 @@ func (f *loadFlags) options() (campaign.Options, error) {
 		return o, err
 	}
 	if err := f.eval.apply(&o); err != nil {
+		return o, err
+	}
+	if err := f.prompt.apply(&o); err != nil {
 		return o, err
 	}
 	return o, f.workload.apply(&o, f.target)

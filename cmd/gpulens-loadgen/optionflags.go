@@ -56,6 +56,13 @@ var loadFlagNames = map[option.Name]string{
 	"ThinkTime":             "--think-time",
 	"ServerMetricsURL":      "--server-metrics.url",
 	"ServerMetricsInterval": "--server-metrics.interval",
+	// Shared prefixes and images (promptflags.go).
+	"SharedPrefixGroups": "--shared-prefix.groups",
+	"SharedPrefixTokens": "--shared-prefix.tokens",
+	"ImagesPerRequest":   "--image.count",
+	"ImageSize":          "--image.size",
+	"ImageFormat":        "--image.format",
+	"ImageDistinct":      "--image.distinct",
 }
 
 // simFlagNames are the options of sim (simserver.Config).

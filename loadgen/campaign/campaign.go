@@ -194,6 +194,9 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := prepareWorkloads(&o, p.Mode); err != nil {
 		return nil, err
 	}
+	if err := validatePrompts(&o); err != nil {
+		return nil, err
+	}
 	if err := validateCalibrate(&o); err != nil {
 		return nil, err
 	}
@@ -345,6 +348,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	if o.Workload.Dataset != nil && o.Workload.DatasetTurns == workload.DatasetTurnsAll {
 		settings.DatasetTurns = workload.DatasetTurnsAll
 	}
+	settings.SharedPrefix, settings.Images = c.promptSettings()
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}
@@ -406,6 +410,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	run.GPU = gpu.end(ctx, sum)
 	res.Responses = append(res.Responses, responses.responses(name, level, rep, all)...)
 	run.ServerMetrics, run.Turns = scrape.stop(out.Start), stats.Turns(all)
+	run.PrefixCache, run.Images = stats.PrefixCache(all), stats.Images(all)
 	if o.EmbedRequests || shards > 1 {
 		run.Requests = all
 	}

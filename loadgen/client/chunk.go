@@ -11,6 +11,36 @@ import (
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// PromptTokensDetails.CachedTokens is the prompt tokens the server's
+	// prefix cache served (OpenAI; vLLM with
+	// --enable-prompt-tokens-details).
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// PromptTokensDetails is usage.prompt_tokens_details.
+type PromptTokensDetails struct {
+	CachedTokens OptInt `json:"cached_tokens"`
+}
+
+// OptInt is an integer that may be absent: Set is false when the JSON had
+// no value or null. A value, not a pointer: decoding it allocates nothing
+// and Usage stays comparable.
+type OptInt struct {
+	V   int
+	Set bool
+}
+
+// UnmarshalJSON decodes an integer; null leaves o alone, as encoding/json
+// leaves any field alone on null.
+func (o *OptInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(b, &o.V); err != nil {
+		return err
+	}
+	o.Set = true
+	return nil
 }
 
 // APIError is an OpenAI-style error object, sent as a whole response body

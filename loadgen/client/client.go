@@ -101,6 +101,14 @@ type Request struct {
 	// chat, their texts each followed by a blank line for completions.
 	System  string
 	History []Message
+	// PrefixGroup and PrefixTokens say which shared prefix the prompt
+	// starts with (from 1; 0: none) and its length asked for, in the
+	// server's tokens: copied to the record.
+	PrefixGroup  int
+	PrefixTokens int
+	// Images are sent after the prompt as image_url content parts (chat
+	// only; image.go).
+	Images []Image
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -312,7 +320,10 @@ func (c *Client) URL() string { return c.url }
 // thousands of requests per second. TestBodyMatchesEncodingJSON checks that
 // it decodes to what encoding/json would have written.
 func (c *Client) Body(r Request) ([]byte, error) {
-	return c.appendBody(make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192), r), nil
+	if len(r.Images) > 0 && c.cfg.Endpoint != EndpointChat {
+		return nil, fmt.Errorf("request %d: images need the chat endpoint", r.Index)
+	}
+	return c.appendBody(make([]byte, 0, len(r.Prompt)+imagesLen(r.Images)+len(c.cfg.Model)+192), r), nil
 }
 
 func (c *Client) appendBody(b []byte, r Request) []byte {
@@ -333,7 +344,7 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 			b = append(b, "},"...)
 		}
 		b = append(b, `{"role":"user","content":`...)
-		b = appendJSONString(b, r.Prompt)
+		b = appendContent(b, r)
 		b = append(b, "}]"...)
 	} else {
 		b = append(b, `,"prompt":`...)
@@ -359,6 +370,33 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 	}
 	b = append(b, c.req.extra...)
 	return append(b, '}')
+}
+
+// appendContent appends the user message's content: the prompt as a
+// string, or, with images, an array of content parts as OpenAI's chat API
+// takes them: the prompt as a text part, then one image_url part per
+// image.
+func appendContent(b []byte, r Request) []byte {
+	if len(r.Images) == 0 {
+		return appendJSONString(b, r.Prompt)
+	}
+	b = append(b, `[{"type":"text","text":`...)
+	b = appendJSONString(b, r.Prompt)
+	b = append(b, '}')
+	for _, im := range r.Images {
+		b = append(b, ',')
+		b = appendImage(b, im)
+	}
+	return append(b, ']')
+}
+
+// imagesLen is the bytes of the image URLs, to size a body.
+func imagesLen(images []Image) int {
+	n := 0
+	for _, im := range images {
+		n += len(im.URL) + 48
+	}
+	return n
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -459,7 +497,7 @@ func (c *Client) scrub(s string) string {
 }
 
 func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
-	res := attempt{Record: report.Record{Index: r.Index}, text: text}
+	res := attempt{Record: report.Record{Index: r.Index, PrefixGroup: r.PrefixGroup, PrefixTokens: r.PrefixTokens, Images: len(r.Images)}, text: text}
 	var (
 		status int
 		ctype  string
@@ -682,6 +720,10 @@ func tokensPerChunk(bytes []int, cum []int, final *Usage, trustCum bool, res *re
 	toks := make([]int32, n)
 	if final != nil {
 		res.PromptTokens = final.PromptTokens
+		if c := final.PromptTokensDetails.CachedTokens; c.Set {
+			v := c.V
+			res.CachedTokens = &v
+		}
 	}
 	if trustCum && grows(cum) {
 		prev := 0

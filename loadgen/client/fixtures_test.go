@@ -297,23 +297,23 @@ func TestTokensPerChunk(t *testing.T) {
 		out                 int
 		mismatch, estimated bool
 	}{
-		{name: "growing per-chunk usage asked for", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{2, 4}, trust: true,
+		{name: "growing per-chunk usage asked for", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{PromptTokens: 2, CompletionTokens: 4}, trust: true,
 			want: []int32{1, 2, 1}, out: 4},
-		{name: "growing per-chunk usage not asked for: final spread by bytes", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{2, 4},
+		{name: "growing per-chunk usage not asked for: final spread by bytes", bytes: []int{5, 1, 9}, cum: []int{1, 3, 4}, final: &Usage{PromptTokens: 2, CompletionTokens: 4},
 			want: []int32{1, 1, 2}, out: 4},
-		{name: "zeroed per-chunk usage (Ollama) asked for: final spread", bytes: []int{3, 3, 3}, cum: []int{0, 0, 0}, final: &Usage{2, 3}, trust: true,
+		{name: "zeroed per-chunk usage (Ollama) asked for: final spread", bytes: []int{3, 3, 3}, cum: []int{0, 0, 0}, final: &Usage{PromptTokens: 2, CompletionTokens: 3}, trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "per-chunk usage going down: not trusted", bytes: []int{3, 3, 3}, cum: []int{2, 1, 3}, final: &Usage{2, 3}, trust: true,
+		{name: "per-chunk usage going down: not trusted", bytes: []int{3, 3, 3}, cum: []int{2, 1, 3}, final: &Usage{PromptTokens: 2, CompletionTokens: 3}, trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "per-chunk usage on some chunks only: not trusted", bytes: []int{3, 3, 3}, cum: []int{1, -1, 3}, final: &Usage{2, 3}, trust: true,
+		{name: "per-chunk usage on some chunks only: not trusted", bytes: []int{3, 3, 3}, cum: []int{1, -1, 3}, final: &Usage{PromptTokens: 2, CompletionTokens: 3}, trust: true,
 			want: []int32{1, 1, 1}, out: 3},
-		{name: "trusted per-chunk usage ending below the final", bytes: []int{3, 3}, cum: []int{1, 2}, final: &Usage{2, 5}, trust: true,
+		{name: "trusted per-chunk usage ending below the final", bytes: []int{3, 3}, cum: []int{1, 2}, final: &Usage{PromptTokens: 2, CompletionTokens: 5}, trust: true,
 			want: []int32{1, 1}, out: 5, mismatch: true},
 		{name: "trusted per-chunk usage, stream cut (no final)", bytes: []int{3, 3}, cum: []int{2, 3}, trust: true,
 			want: []int32{2, 1}, out: 3},
 		{name: "no usage: one token per chunk, estimated", bytes: []int{3, 3}, cum: []int{-1, -1},
 			want: []int32{1, 1}, out: 2, estimated: true},
-		{name: "final below the chunks", bytes: []int{3, 3, 3}, cum: []int{-1, -1, -1}, final: &Usage{2, 1},
+		{name: "final below the chunks", bytes: []int{3, 3, 3}, cum: []int{-1, -1, -1}, final: &Usage{PromptTokens: 2, CompletionTokens: 1},
 			want: []int32{1, 1, 1}, out: 1, mismatch: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

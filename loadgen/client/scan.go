@@ -72,15 +72,21 @@ const (
 )
 
 const (
-	deltaRole   = 3 // the other delta keys are content
-	usagePrompt = 0
+	deltaRole = 3 // the other delta keys are content
+)
+
+const (
+	usagePrompt = iota
+	usageCompletion
+	usagePromptDetails
 )
 
 var (
 	topKeys    = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
 	choiceKeys = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
 	deltaKeys  = []string{"content", "reasoning_content", "reasoning", deltaRole: "role"}
-	usageKeys  = []string{usagePrompt: "prompt_tokens", "completion_tokens"}
+	usageKeys  = []string{usagePrompt: "prompt_tokens", usageCompletion: "completion_tokens", usagePromptDetails: "prompt_tokens_details"}
+	detailKeys = []string{"cached_tokens"}
 )
 
 const (
@@ -414,6 +420,12 @@ func (s *scanner) usage(u *Usage) bool {
 		if s.null() {
 			continue // encoding/json leaves the field alone: 0
 		}
+		if k == usagePromptDetails {
+			if !s.promptDetails(&u.PromptTokensDetails) {
+				return false
+			}
+			continue
+		}
 		v, ok := s.integer()
 		if !ok {
 			return false
@@ -423,6 +435,28 @@ func (s *scanner) usage(u *Usage) bool {
 		} else {
 			u.CompletionTokens = v
 		}
+	}
+}
+
+// promptDetails reads usage.prompt_tokens_details (its cached_tokens).
+func (s *scanner) promptDetails(d *PromptTokensDetails) bool {
+	if !s.consume('{') {
+		return false
+	}
+	o := object{keys: detailKeys, depth: 2}
+	for {
+		k := s.next(&o)
+		if k < 0 {
+			return k == endObject
+		}
+		if s.null() {
+			continue
+		}
+		v, ok := s.integer()
+		if !ok {
+			return false
+		}
+		d.CachedTokens = OptInt{V: v, Set: true}
 	}
 }
 

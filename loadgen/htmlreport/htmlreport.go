@@ -71,6 +71,9 @@ type view struct {
 	Meta     []kv
 	Settings []kv
 	Runs     []runRow
+	// Prompts: the prefix cache and images of the runs that have them
+	// (prompts.go).
+	Prompts  []promptRow
 	Charts   []chart
 	Warnings []string
 	// Aggregates: some rows are the means of a level's repeats.
@@ -208,6 +211,7 @@ func build(doc *report.Document) view {
 		}
 		v.Runs = append(v.Runs, runRow{Run: r, Label: labels[i], Error: n})
 	}
+	v.Prompts = promptRows(doc.Runs)
 	v.Charts = charts(doc, labels)
 	return v
 }
@@ -244,6 +248,7 @@ func settingsRows(s report.Settings) []kv {
 	add("Prompts", s.Prompts)
 	out = append(out, workloadSettingsRows(s)...) // trace, turns (timeline.go)
 	out = append(out, requestSettingsRows(s.Request)...)
+	out = append(out, promptSettingsRows(s)...)   // shared prefixes, images (prompts.go)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))

@@ -181,6 +181,12 @@ type Run struct {
 	// Turns splits the latencies of a multi-turn run by turn; see
 	// TurnSummary.
 	Turns *TurnSummary `json:"turns,omitempty"`
+	// PrefixCache is what the server said of its prefix cache (cached
+	// tokens per request, the hit ratio) and, for a shared-prefix
+	// workload, the ratio expected; Images counts the images sent
+	// (prompts.go). Absent when there is nothing to say.
+	PrefixCache *PrefixCacheSummary `json:"prefix_cache,omitempty"`
+	Images      *ImageSummary       `json:"images,omitempty"`
 }
 
 // Settings are every knob that shaped a run.
@@ -230,6 +236,10 @@ type Settings struct {
 	// Request is what every request carried besides its prompt
 	// (request.go); zero and absent when nothing was added.
 	Request RequestSettings `json:"request,omitzero"`
+	// SharedPrefix and Images describe a shared-prefix workload and the
+	// images sent with each request (prompts.go).
+	SharedPrefix SharedPrefixSettings `json:"shared_prefix,omitzero"`
+	Images       ImageSettings        `json:"images,omitzero"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`

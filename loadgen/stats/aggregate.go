@@ -33,6 +33,7 @@ func Aggregate(reps []report.Run) report.Run {
 	}
 	agg.GPU = AggregateGPU(reps)
 	agg.Turns = AggregateTurns(reps)
+	agg.PrefixCache, agg.Images = AggregatePrefixCache(reps), AggregateImages(reps)
 	dists := []struct {
 		dst *report.Dist
 		get func(*report.Summary) *report.Dist

@@ -30,6 +30,12 @@ func aggregatedDoc() *report.Document {
 	r2.Summary.InputTokensRequested = &report.Dist{Count: 20, Mean: 256, P50: 256, P99: 256}
 	r1.Summary.OutputTokensRequested = &report.Dist{Count: 10, Mean: 128, P50: 128, P99: 128}
 	r2.Summary.OutputTokensRequested = &report.Dist{Count: 20, Mean: 128, P50: 128, P99: 128}
+	r1.PrefixCache = &report.PrefixCacheSummary{Requests: 10, Reported: 10, PromptTokens: 2500, CachedTokens: 1000, HitRatio: new(0.4),
+		ExpectedHitRatio: new(0.5), CachedTokensPerRequest: report.Dist{Count: 10, Mean: 100, P50: 96, P99: 128, Max: 128}}
+	r2.PrefixCache = &report.PrefixCacheSummary{Requests: 20, Reported: 20, PromptTokens: 5200, CachedTokens: 2600, HitRatio: new(0.5),
+		ExpectedHitRatio: new(0.55), CachedTokensPerRequest: report.Dist{Count: 20, Mean: 130, P50: 128, P99: 144, Max: 144}}
+	r1.Images = &report.ImageSummary{Requests: 10, Images: 10, PerRequest: report.Dist{Count: 10, Mean: 1, Max: 1}}
+	r2.Images = &report.ImageSummary{Requests: 20, Images: 40, PerRequest: report.Dist{Count: 20, Mean: 2, Max: 2}}
 	reps := []report.Run{r1, r2}
 	agg := stats.Aggregate(reps)
 	return &report.Document{Runs: []report.Run{r1, r2, agg}}

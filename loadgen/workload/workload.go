@@ -332,6 +332,11 @@ type Config struct {
 	// Tokens converts the lengths asked for, in the server's tokens, to
 	// words of the synthetic prompts (tokens.go); zero: one word each.
 	Tokens Tokens
+	// SharedPrefix starts every synthetic prompt with one of a pool of
+	// shared prefixes (sharedprefix.go); not with Dataset, Trace or Turns.
+	SharedPrefix *SharedPrefix
+	// Images are sent with every (chat) request (images.go).
+	Images *Images
 }
 
 // maxNonce is the longest nonce accepted.
@@ -428,11 +433,22 @@ var vocabulary = strings.Fields(`the of and to in is was for on that with as by 
 // by the tag: "TAG-i") then words drawn with the seed and i, as many as
 // make the length drawn in the server's tokens (Config.Tokens); a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
+	r := w.textRequest(i)
+	if w.cfg.Images != nil {
+		r.Images = w.cfg.Images.images(i)
+	}
+	return r
+}
+
+// textRequest is request i without its images.
+func (w *Workload) textRequest(i int) client.Request {
 	switch {
 	case w.cfg.Trace != nil:
 		return w.traceRequest(i)
 	case w.cfg.Turns > 1:
 		return w.turnRequest(i)
+	case w.cfg.SharedPrefix != nil:
+		return w.sharedPrefixRequest(i)
 	}
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string

@@ -51,6 +51,17 @@ type request struct {
 	mu       sync.Mutex
 	times    []int64 // unix nanoseconds at which each token was produced
 	finished bool
+	// served is cached, published for the handler's usage once the
+	// request was admitted.
+	served int
+}
+
+// servedTokens returns the prompt tokens the prefix cache served (0
+// before the request was admitted).
+func (r *request) servedTokens() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served
 }
 
 // snapshot returns the tokens produced so far and whether the request is
@@ -210,6 +221,9 @@ func (e *engine) admit(now time.Time) int {
 		e.popWaiting()
 		e.kvUsed += r.kv
 		r.cached = e.cachedTokens(r)
+		r.mu.Lock()
+		r.served = r.cached
+		r.mu.Unlock()
 		r.runIndex = len(e.running)
 		e.running = append(e.running, r)
 		n++
