@@ -74,11 +74,13 @@ func TestDCGMDashboardOnCompatView(t *testing.T) {
 
 	// The mixed fleet: 4 H100 (GPM), 2 A100 and an A30, two of them in
 	// MIG mode; wait for every GPU's temperature and the H100s' tensor
-	// activity.
-	const gpus = 7
+	// activity. As dcgm-exporter, the view has a GPU in MIG mode's device
+	// fields once per GPU instance (the H100's 4, the A100's 2): 5 whole
+	// GPUs and 6 instances.
+	const gpus, entities = 7, 11
 	ready := testenv.Poll(ctx, 250*time.Millisecond, func() bool {
 		n, err := promQuery(ctx, addr, `count(DCGM_FI_DEV_GPU_TEMP)`, time.Now())
-		if err != nil || len(n) != 1 || n[0].value != gpus {
+		if err != nil || len(n) != 1 || n[0].value != entities {
 			return false
 		}
 		p, err := promQuery(ctx, addr, `count(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)`, time.Now())
@@ -137,14 +139,15 @@ func TestDCGMDashboardOnCompatView(t *testing.T) {
 		return promcheck.Substitute(expr)
 	}
 
-	// What each panel's query returns on the fleet: one series per GPU,
-	// one value, or (tensor activity, from GPM) the four H100s.
+	// What each panel's query returns on the fleet: one series per whole
+	// GPU and per GPU instance, one value, or (tensor activity, from GPM)
+	// the four H100s.
 	want := map[string]int{
-		"GPU Temperature":          gpus,
+		"GPU Temperature":          entities,
 		"GPU Avg. Temp":            1,
-		"GPU Power Usage":          gpus,
+		"GPU Power Usage":          entities,
 		"GPU Power Total":          1,
-		"GPU SM Clocks":            gpus,
+		"GPU SM Clocks":            entities,
 		"GPU Utilization":          0, // checked below: GPUs not in MIG mode
 		"GPU Framebuffer Mem Used": 0, // per GPU and per MIG instance
 		"Tensor Core Utilization":  0, // GPM GPUs and their MIG instances
@@ -232,7 +235,7 @@ func TestDCGMDashboardOnCompatView(t *testing.T) {
 		}
 	}
 	sort.Strings(pods)
-	alloc, err := promQuery(ctx, addr, `count by (namespace, pod) (DCGM_FI_DEV_GPU_TEMP{pod!=""})`, at)
+	alloc, err := promQuery(ctx, addr, `count by (namespace, pod) (DCGM_FI_DEV_GPU_TEMP{pod!="",GPU_I_ID=""})`, at)
 	if err != nil {
 		t.Fatal(err)
 	}

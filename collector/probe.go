@@ -361,12 +361,7 @@ func (p *ProbeCollector) RunOnce(ctx context.Context) {
 		}
 		p.prober, p.release = pr, closeFn
 	}
-	var devs []gpuprobe.DeviceInfo
-	err := p.call(ctx, func(ctx context.Context) error {
-		var err error
-		devs, err = p.prober.Devices(ctx)
-		return err
-	})
+	devs, err := callValue(ctx, p, &p.busy, p.prober.Devices)
 	if ctx.Err() != nil {
 		return // shutting down
 	}
@@ -571,11 +566,8 @@ func matchGPU(d gpuprobe.DeviceInfo, gpus []GPUIdentity) (gpu, uuid string, ok b
 // probe measures one device and records the outcome.
 func (p *ProbeCollector) probe(ctx context.Context, st *probeDevice, d gpuprobe.DeviceInfo) {
 	cfg := p.configFor(d)
-	var res gpuprobe.Result
-	err := p.callWith(ctx, p.guard(st), func(ctx context.Context) error {
-		var err error
-		res, err = p.prober.Probe(ctx, d.Ordinal, cfg)
-		return err
+	res, err := callValue(ctx, p, p.guard(st), func(ctx context.Context) (gpuprobe.Result, error) {
+		return p.prober.Probe(ctx, d.Ordinal, cfg)
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return // shutting down: not the device's fault
@@ -684,18 +676,36 @@ func (p *ProbeCollector) failInit(gpus []GPUIdentity, label string, err error) {
 	p.publish()
 }
 
-// call runs f on a goroutine of its own under the probe deadline. A call
+// callValue is callWith for a call with a result. The value comes back
+// over a channel, never through a variable the call writes: a call
+// abandoned at its deadline (callWith returns, its goroutine runs on)
+// would otherwise write that variable while the caller reads it. The
+// value is f's when f returned before callWith did; else the zero value.
+func callValue[T any](ctx context.Context, p *ProbeCollector, busy *atomic.Bool, f func(context.Context) (T, error)) (T, error) {
+	got := make(chan T, 1)
+	err := p.callWith(ctx, busy, func(ctx context.Context) error {
+		v, err := f(ctx)
+		got <- v
+		return err
+	})
+	select {
+	case v := <-got:
+		return v, err
+	default:
+		var zero T
+		return zero, err
+	}
+}
+
+// callWith runs f on a goroutine of its own under the probe deadline. A call
 // that has not returned a grace period after its deadline is abandoned (it
 // keeps its goroutine until the driver returns); until then later calls
 // fail at once with gpuprobe.ErrBusy, so at most one call is ever stuck.
 // This layer is the collector's own on top of gpuprobe.Probe's (which also
 // answers ErrBusy while an abandoned driver call runs): it also bounds a
 // Prober that does not honour its context, and recovers its panics.
-func (p *ProbeCollector) call(ctx context.Context, f func(context.Context) error) error {
-	return p.callWith(ctx, &p.busy, f)
-}
-
-// callWith is call guarded by busy: p.busy, or one device's own flag when
+//
+// busy is p.busy, or one device's own flag when
 // devices are probed together (guard), so that at most one call per device
 // is ever stuck.
 func (p *ProbeCollector) callWith(ctx context.Context, busy *atomic.Bool, f func(context.Context) error) error {

@@ -91,11 +91,8 @@ func (p *ProbeCollector) probeInstance(ctx context.Context, st *probeDevice, in 
 		p.record(ctx, st, gpuprobe.Result{Skipped: skip}, nil, -1)
 		return true
 	}
-	var res gpuprobe.Result
-	err := p.call(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = p.opts.Instances.ProbeInstance(ctx, in.UUID, cfg)
-		return err
+	res, err := callValue(ctx, p, &p.busy, func(ctx context.Context) (gpuprobe.Result, error) {
+		return p.opts.Instances.ProbeInstance(ctx, in.UUID, cfg)
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return false // shutting down

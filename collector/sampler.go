@@ -142,6 +142,20 @@ func NewSampler(lib nvml.Interface, collectors []NamedCollector, withXID bool, c
 	return s, nil
 }
 
+// identity is the gpulens_gpu_info series of GPU index once its identity
+// was read, whether or not the GPU is up now (a lost GPU keeps it); nil
+// before.
+func (s *Sampler) identity(index int) prometheus.Metric {
+	if index < 0 || index >= len(s.workers) {
+		return nil
+	}
+	w := s.workers[index]
+	if w.uuid.Load() == nil {
+		return nil
+	}
+	return w.infoM
+}
+
 // DeviceCount is the number of GPUs found at start-up.
 func (s *Sampler) DeviceCount() int { return len(s.workers) }
 
@@ -348,9 +362,9 @@ func (w *deviceWorker) readIdentity(r *Reader) {
 	d.Serial, _ = Call(r, "GetSerial", r.Device.GetSerial)
 	d.VBIOS, _ = Call(r, "GetVbiosVersion", r.Device.GetVbiosVersion)
 	w.info = d
-	w.uuid.Store(&d.UUID)
 	w.infoM = prometheus.MustNewConstMetric(gpuInfoDesc, prometheus.GaugeValue, 1,
 		w.gpu, d.UUID, d.Name, d.PCIBusID, d.Serial, s.driverVersion, s.cudaVersion, d.VBIOS, strconv.FormatBool(s.cfg.Simulated))
+	w.uuid.Store(&d.UUID) // after infoM: identity reads infoM once uuid is set
 	for _, c := range s.collectors {
 		w.samplers = append(w.samplers, c.Collector.NewDevice(*d))
 	}

@@ -231,6 +231,7 @@ func portNamed(c corev1.Container, name string) (int32, bool) {
 // dashboards. loadgenWorkers is the Job's expected worker count (0: no Job).
 func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	t.Helper()
+	o, dcgmSvc, dcgmSM := splitDCGMIdentity(t, where, o)
 	if len(o.daemonSets) != 1 || len(o.services) != 1 || len(o.serviceMonitors) != 1 {
 		t.Fatalf("%s: want one DaemonSet, Service and ServiceMonitor; got %d, %d, %d", where, len(o.daemonSets), len(o.services), len(o.serviceMonitors))
 	}
@@ -276,7 +277,11 @@ func checkObjects(t *testing.T, where string, o *objects, loadgenWorkers int) {
 	for _, p := range jitCacheProblems(pod.Spec, c) {
 		t.Errorf("%s: %s", where, p)
 	}
-	for _, p := range dcgmCompatProblems(c, svc, sm) {
+	problems := dcgmCompatProblems(c, svc, sm)
+	if dcgmSvc != nil {
+		problems = dcgmIdentityProblems(c, pod.Labels, svc, sm, dcgmSvc, dcgmSM)
+	}
+	for _, p := range problems {
 		t.Errorf("%s: %s", where, p)
 	}
 	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {

@@ -235,7 +235,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger) error {
 		return err
 	}
 	// The DCGM-compatible view (--compat.dcgm), converted only when scraped.
-	dcgm, err := startCompat(ctx, o.compat, sampler, o.maxRequests, &wg, logger)
+	dcgm, err := startCompat(ctx, o.compat, sampler, o.maxRequests, *o.web.WebConfigFile, &wg, logger)
 	if err != nil {
 		return err
 	}

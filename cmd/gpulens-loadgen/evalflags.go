@@ -29,7 +29,7 @@ type evalFlags struct {
 func addEvalFlags(cmd *kingpin.CmdClause) *evalFlags {
 	f := &evalFlags{}
 	cliflag.Duration(cmd, "exporter.poll-interval", "With --exporter.url: how often to read the exporter during a run (besides at its start and end).", exporterpoll.DefaultInterval.String(), &f.exporterInterval)
-	cmd.Flag("exporter.gpus", "With --exporter.url: the GPUs serving the model, by index or UUID, comma-separated (default: every GPU the exporter reports).").PlaceHolder("0,1").StringVar(&f.exporterGPUs)
+	cmd.Flag("exporter.gpus", "With --exporter.url: only the GPUs serving the model, by index or UUID, comma-separated, e.g. 0,1. Default (unset): every GPU the exporter reports.").PlaceHolder("LIST").StringVar(&f.exporterGPUs)
 	cmd.Flag("label", "A key=value label recorded in the report's manifest (container image digest, framework version, evaluation code commit…); repeatable.").PlaceHolder("KEY=VALUE").StringsVar(&f.labels)
 	cmd.Flag("server-info", "After the last run, ask the server what it is (vLLM /version, TGI /info, llama.cpp /props, Ollama /api/version, /api/show and /api/tags, SGLang /get_server_info, /v1/models) and record the answers in the manifest (--no-server-info: do not ask).").Default("true").BoolVar(&f.serverInfo)
 	cliflag.Duration(cmd, "server-info.timeout", "How long to wait for each of the server's answers (asked all at once).", manifest.DefaultTimeout.String(), &f.serverInfoTmo)

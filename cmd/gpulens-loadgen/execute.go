@@ -26,6 +26,9 @@ import (
 // sets f.status: exitInterrupted, exitAllFailed or exitOK.
 func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.Plan) error {
 	f.status = exitOK
+	if err := noObjectives(f); err != nil {
+		return usageError{err}
+	}
 	opt, err := f.options()
 	if err != nil {
 		return usageError{err}
@@ -73,6 +76,10 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 	case res.Completed == 0 && res.Failed > 0:
 		f.status = exitAllFailed
 		logger.Error("every measured request failed", "failed", res.Failed)
+	case res.Document.Metadata.TokenCalibration != nil && res.Document.Metadata.TokenCalibration.TimedOut:
+		f.status = exitAllFailed
+		logger.Error("no run started: the server answered no calibration request in time (--input-tokens.calibrate-timeout, --input-tokens.calibrate off to skip it)",
+			"err", res.Document.Metadata.TokenCalibration.Error)
 	}
 	var errs []error
 	for _, o := range outputs {

@@ -43,7 +43,9 @@ type loadFlags struct {
 	shard          string
 
 	inputTokens, outputTokens, dataset string
+	datasetTurns                       string
 	calibrate                          string
+	calibrateTimeout                   time.Duration
 	maxTokens                          int
 	ignoreEOS                          bool
 	seed                               int64
@@ -51,6 +53,7 @@ type loadFlags struct {
 	gracePeriod                        time.Duration
 
 	slo                       string
+	objectives                []string // level objectives of --slo, for search (searchflags.go)
 	gpuHourly, overheadHours  float64
 	gpus                      int
 	exporterURL               string
@@ -64,8 +67,11 @@ type loadFlags struct {
 
 	// workload: trace replay, multi-turn, server metrics (workloadflags.go).
 	workload *workloadFlags
+	prompt   *promptFlags
 	// eval: per-run GPU side, manifest, saved responses (evalflags.go).
 	eval *evalFlags
+	// request: extra body, headers, system prompt (requestflags.go).
+	request *requestFlags
 }
 
 func (f *loadFlags) exitStatus() int { return f.status }
@@ -82,7 +88,7 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.continuousUsage)
 	cmd.Flag("tls.ca-file", "PEM file of CA certificates to trust for an https:// target (instead of the system's).").StringVar(&f.tlsCAFile)
 	cmd.Flag("tls.insecure-skip-verify", "Do not verify an https:// target's certificate (test servers only).").BoolVar(&f.tlsInsecure)
-	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
+	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read; a chunk not read before the next one arrives gets the later time) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.timestamps, "kernel", "read")
 	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.scenario)
 	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.arrival, "constant", "poisson", "gamma")
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.burstiness)
@@ -94,15 +100,17 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cliflag.Duration(cmd, "ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.", "0s", &f.rampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.inputTokens)
-	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run: tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
+	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run (with --dataset: count its replies, the output lengths, in the server's tokens): tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.calibrate, "auto", "tokenize", "usage", "off")
+	cliflag.Duration(cmd, "input-tokens.calibrate-timeout", "Time limit of the whole calibration (0s: the first run's own bound, --warmup + --duration + --grace-period, or --timeout with --requests). A server that has not answered by then ends the command before its first run (exit status 3), the report saying what did not answer.", "0s", &f.calibrateTimeout)
 	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.outputTokens)
-	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}) or a ShareGPT JSON file instead of synthetic ones.").StringVar(&f.dataset)
+	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}, optional \"output_tokens\" in the server's tokens or a \"completion\"/\"response\" reply) or a ShareGPT JSON file instead of synthetic ones; a reply's length, counted in the server's tokens by --input-tokens.calibrate, is the output length.").StringVar(&f.dataset)
+	cmd.Flag("dataset.turns", "Which prompts of a ShareGPT --dataset are sent: first (each conversation's first human turn) or all (every human turn, after the conversation's earlier turns as chat history).").Default(workload.DatasetTurnsFirst).EnumVar(&f.datasetTurns, workload.DatasetTurnsFirst, workload.DatasetTurnsAll)
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.maxTokens)
 	cmd.Flag("ignore-eos", "Send ignore_eos so the server generates exactly max_tokens (vLLM, SGLang).").BoolVar(&f.ignoreEOS)
 	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.seed)
 	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(report.PromptsDistinct).EnumVar(&f.prompts, report.PromptsDistinct, report.PromptsReuse)
 	cmd.Flag("prompt-nonce", "Nonce of the prompts instead of a random one (1-64 letters, digits, - or _): with a report's metadata.prompt_nonce and the same --seed, replays its prompts byte for byte.").PlaceHolder("NONCE").StringVar(&f.promptNonce)
-	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.").StringVar(&f.slo)
+	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (what makes a request good). Repeatable. search also takes level objectives, one per flag: ttft:p99<=500ms, goodput>=0.95, errors<=0.01.").SetValue(&sloFlag{perRequest: &f.slo, objectives: &f.objectives})
 	cliflag.Price(cmd, "cost.gpu-hourly-usd", "Price of one GPU-hour in USD (0 to 1000; 0: no cost figures).", "0", &f.gpuHourly)
 	cmd.Flag("cost.gpus", "GPUs billed.").Default("1").IntVar(&f.gpus)
 	cmd.Flag("cost.overhead-hours", "Billed hours that produced no results (setup, retries, idle), added to each run's cost.").Default("0").Float64Var(&f.overheadHours)
@@ -114,7 +122,9 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cliflag.Duration(cmd, "linger", "After the run and its reports, keep serving /metrics this long so a last scrape sees the final counts (Ctrl-C ends it).", "0s", &f.linger)
 	cmd.Flag("progress", "Show a progress line on stderr (default: when stderr is a terminal).").Default("true").BoolVar(&f.progress)
 	f.workload = addWorkloadFlags(cmd)
+	f.prompt = addPromptFlags(cmd)
 	f.eval = addEvalFlags(cmd)
+	f.request = addRequestFlags(cmd)
 	return f
 }
 
@@ -198,7 +208,7 @@ func (f *loadFlags) apiKey() (string, error) {
 // options are the campaign's options from the flags; the errors are the
 // flags' (the campaign checks the rest).
 func (f *loadFlags) options() (campaign.Options, error) {
-	o := campaign.Options{Calibrate: f.calibrate, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
+	o := campaign.Options{Calibrate: f.calibrate, CalibrateTimeout: f.calibrateTimeout, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
 		KeepRecords: f.saveRequests != "", Prices: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 	var (
 		shard   schedule.Shard // zero: not sharded
@@ -241,11 +251,17 @@ func (f *loadFlags) options() (campaign.Options, error) {
 	}
 	o.Client = client.Config{BaseURL: f.target, Endpoint: f.endpoint, Model: f.model, APIKey: key, Timeout: f.timeout,
 		ContinuousUsage: f.continuousUsage, ReadTimestamps: f.timestamps == "read", TLS: tlsCfg}
-	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, MaxTokens: f.maxTokens,
+	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, DatasetTurns: f.datasetTurns, MaxTokens: f.maxTokens,
 		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
 	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
 		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
+	if err := f.request.apply(&o); err != nil {
+		return o, err
+	}
 	if err := f.eval.apply(&o); err != nil {
+		return o, err
+	}
+	if err := f.prompt.apply(&o); err != nil {
 		return o, err
 	}
 	return o, f.workload.apply(&o, f.target)

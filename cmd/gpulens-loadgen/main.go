@@ -31,7 +31,8 @@ const (
 	// rejected before any request was sent.
 	exitUsage = 2
 	// exitAllFailed: run or sweep completed, but every measured request
-	// failed (none completed).
+	// failed (none completed), or the server answered no calibration
+	// request in time and no run started.
 	exitAllFailed = 3
 	// exitInterrupted: run or sweep was interrupted (SIGINT, SIGTERM); the
 	// reports cover what was measured until then.
@@ -45,7 +46,7 @@ const (
 
 const exitStatusHelp = "Exit status: 0 success; 1 the command failed (e.g. an output could not be written); " +
 	"2 bad command line or input, rejected before any request was sent; " +
-	"3 run/sweep: every measured request failed; 4 run/sweep: interrupted (Ctrl-C, SIGTERM), the reports cover what was measured; " +
+	"3 run/sweep/search: every measured request failed, or the server answered no calibration request in time (no run started); 4 run/sweep/search: interrupted (Ctrl-C, SIGTERM), the reports cover what was measured; " +
 	"130 or 143: a second Ctrl-C or SIGTERM ended the graceful stop at once."
 
 // command is one kingpin subcommand and the function that runs it once its
@@ -100,6 +101,7 @@ func newApp() (*kingpin.Application, []command, *promslog.Config) {
 	commands := []command{
 		runCommand(app),
 		sweepCommand(app),
+		searchCommand(app),
 		simCommand(app),
 		reportCommand(app),
 		mergeCommand(app),

@@ -31,6 +31,14 @@ var loadFlagNames = map[option.Name]string{
 	"PromptNonce":    "--prompt-nonce",
 	"Prompts":        "--prompts",
 	"Calibrate":      "--input-tokens.calibrate",
+	// The calibration's time limit (flags.go), request control
+	// (requestflags.go).
+	"CalibrateTimeout":   "--input-tokens.calibrate-timeout",
+	"ExtraBody":          "--request.extra-body",
+	"Headers":            "--request.header",
+	"MaxTokensField":     "--request.max-tokens-field",
+	"SystemPrompt":       "--request.system-prompt",
+	"SystemPromptTokens": "--request.system-prompt-tokens",
 	// Per-run GPU side (evalflags.go).
 	"ExporterURL":      "--exporter.url",
 	"ExporterInterval": "--exporter.poll-interval",
@@ -48,6 +56,13 @@ var loadFlagNames = map[option.Name]string{
 	"ThinkTime":             "--think-time",
 	"ServerMetricsURL":      "--server-metrics.url",
 	"ServerMetricsInterval": "--server-metrics.interval",
+	// Shared prefixes and images (promptflags.go).
+	"SharedPrefixGroups": "--shared-prefix.groups",
+	"SharedPrefixTokens": "--shared-prefix.tokens",
+	"ImagesPerRequest":   "--image.count",
+	"ImageSize":          "--image.size",
+	"ImageFormat":        "--image.format",
+	"ImageDistinct":      "--image.distinct",
 }
 
 // simFlagNames are the options of sim (simserver.Config).

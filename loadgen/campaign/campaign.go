@@ -108,7 +108,21 @@ type Options struct {
 	// Calibrate is how the synthetic prompts are fitted to the server's
 	// token counts before the first run (calibrate.go): CalibrateAuto
 	// (empty), CalibrateTokenize, CalibrateUsage or CalibrateOff.
-	Calibrate string
+	// CalibrateTimeout bounds the whole calibration (zero: the first run's
+	// own bound, warmup + duration + grace period, or the request timeout
+	// without a duration); a server that has not answered by then ends the
+	// campaign before its first run (TokenCalibration.TimedOut).
+	Calibrate        string
+	CalibrateTimeout time.Duration
+
+	// SystemPrompt is a system prompt sent with every request (and every
+	// calibration probe); SystemPromptTokens instead generates one of that
+	// many of the server's tokens (request.go). The same in every request
+	// and run: a shared prefix, as in production. Client has the rest of
+	// what requests carry (extra body fields, headers, the output-length
+	// field).
+	SystemPrompt       string
+	SystemPromptTokens int
 }
 
 // Observer watches a campaign live (live metrics, a progress line): every
@@ -142,6 +156,8 @@ type Campaign struct {
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
 	poller *exporterpoll.Poller
+	// system is every request's system prompt ("": none; request.go).
+	system string
 }
 
 // New validates the plan and the options (an error names the option at
@@ -178,7 +194,10 @@ func New(p Plan, o Options) (*Campaign, error) {
 	if err := prepareWorkloads(&o, p.Mode); err != nil {
 		return nil, err
 	}
-	if err := validateCalibrate(o.Calibrate); err != nil {
+	if err := validatePrompts(&o); err != nil {
+		return nil, err
+	}
+	if err := validateCalibrate(&o); err != nil {
 		return nil, err
 	}
 	if o.Run.GracePeriod == 0 {
@@ -195,11 +214,15 @@ func New(p Plan, o Options) (*Campaign, error) {
 			o.Client.MaxConns = 1024
 		}
 	}
+	system, err := validateSystemPrompt(&o)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := client.New(o.Client)
 	if err != nil {
 		return nil, err
 	}
-	c := &Campaign{plan: p, opt: o, client: cl, work: workload.New(o.Workload), log: o.Logger}
+	c := &Campaign{plan: p, opt: o, client: cl, work: workload.New(o.Workload), log: o.Logger, system: system}
 	for _, level := range p.Levels {
 		rc := c.runConfig(level)
 		if err := rc.Validate(); err != nil {
@@ -246,6 +269,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		defer func() { c.poller = nil }()
 		go poller.Run(pctx)
 	}
+	noAnswer := false // the server answered no calibration in time: no run
 	if c.calibrates() {
 		cal, err := c.calibrate(ctx)
 		if err != nil { // interrupted: no run starts
@@ -253,13 +277,22 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 		} else {
 			meta.TokenCalibration = cal
 		}
-		if cal != nil && cal.Error != "" {
+		switch {
+		case cal != nil && cal.TimedOut:
+			noAnswer = true
+			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, no run started: "+cal.Error)
+		case cal != nil && cal.Error != "" && cal.Calibrated == report.CalibratedDatasetReplies:
+			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, output lengths are the dataset replies' words: "+cal.Error)
+		case cal != nil && cal.Error != "":
 			meta.Warnings = append(meta.Warnings, "token calibration ("+cal.Method+") failed, prompts have one word per token asked for: "+cal.Error)
 		}
 	}
 	best := -1.0 // the best goodput of a saturation search so far
 levels:
 	for _, level := range c.plan.Levels {
+		if noAnswer {
+			break
+		}
 		var reps []report.Run
 		for rep := 1; rep <= c.plan.Repeats; rep++ {
 			if ctx.Err() != nil {
@@ -285,7 +318,7 @@ levels:
 	if poller != nil {
 		meta.GPU = poller.Info()
 	}
-	c.finishManifest(ctx, &meta, res.Document.Runs)
+	c.finishManifest(ctx, &meta, res.Document.Runs, noAnswer)
 	res.Document.Metadata = meta
 	if meta.Interrupted {
 		c.log.Warn("run interrupted: reports cover what was measured until then")
@@ -311,6 +344,11 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 		settings.Timestamps = "read"
 	}
 	settings.Trace, settings.MultiTurn = c.workloadSettings(rc)
+	settings.Request = c.requestSettings()
+	if o.Workload.Dataset != nil && o.Workload.DatasetTurns == workload.DatasetTurnsAll {
+		settings.DatasetTurns = workload.DatasetTurnsAll
+	}
+	settings.SharedPrefix, settings.Images = c.promptSettings()
 	if rc.Duration > 0 {
 		settings.GracePeriodSeconds = rc.GracePeriod.Seconds()
 	}
@@ -343,6 +381,9 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	}
 	scrape := c.startServerMetrics(ctx)
 	doer, responses := c.doer(work)
+	if c.system != "" {
+		doer = systemDoer{next: doer, system: c.system}
+	}
 	gpu := c.beginGPU(ctx, rc.Warmup)
 	out, err := runner.Run(ctx, rc, doer, work, ro)
 	if obs != nil {
@@ -369,6 +410,7 @@ func (c *Campaign) run(ctx context.Context, obs Observer, level float64, rep int
 	run.GPU = gpu.end(ctx, sum)
 	res.Responses = append(res.Responses, responses.responses(name, level, rep, all)...)
 	run.ServerMetrics, run.Turns = scrape.stop(out.Start), stats.Turns(all)
+	run.PrefixCache, run.Images = stats.PrefixCache(all), stats.Images(all)
 	if o.EmbedRequests || shards > 1 {
 		run.Requests = all
 	}

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/gpulens/gpulens/loadgen/manifest"
 	"github.com/gpulens/gpulens/loadgen/option"
@@ -24,8 +25,9 @@ func (c *Campaign) newManifest() *report.Manifest {
 
 // finishManifest completes meta's manifest once the campaign has run: the
 // settings hash (from the first run's settings; none when no run ran) and,
-// unless the campaign was interrupted, what the server says it is.
-func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, runs []report.Run) {
+// unless the campaign was interrupted or the server answered nothing
+// (silent), what the server says it is.
+func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, runs []report.Run, silent bool) {
 	m := *meta.Manifest
 	meta.Manifest = &m
 	if len(runs) > 0 {
@@ -40,11 +42,13 @@ func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, ru
 		}
 		m.SettingsHash = h
 	}
-	if !c.opt.ServerInfo || meta.Interrupted || ctx.Err() != nil {
+	if !c.opt.ServerInfo || silent || meta.Interrupted || ctx.Err() != nil {
 		return
 	}
 	o := &c.opt.Client
-	m.Server = manifest.AskServer(ctx, manifest.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, TLS: o.TLS,
+	hdr := http.Header{}
+	c.client.SetHeaders(hdr)
+	m.Server = manifest.AskServer(ctx, manifest.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, Header: hdr, TLS: o.TLS,
 		Timeout: c.opt.ServerInfoTimeout, Transport: o.Transport})
 	m.ServerVersion, m.ModelRevision = manifest.Derive(m.Server)
 	c.log.Info("server asked what it is", "server_version", m.ServerVersion, "model_revision", m.ModelRevision)

@@ -11,6 +11,10 @@ import (
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// PromptTokensDetails.CachedTokens is the prompt tokens the server's
+	// prefix cache served (OpenAI; vLLM with
+	// --enable-prompt-tokens-details).
+	PromptTokensDetails PromptTokensDetails
 	// ReasoningTokens is the part of CompletionTokens the server counted
 	// as reasoning, when Reasoning says it gave a count:
 	// usage.completion_tokens_details.reasoning_tokens (OpenAI, OpenRouter,
@@ -19,18 +23,45 @@ type Usage struct {
 	Reasoning       bool
 }
 
+// PromptTokensDetails is usage.prompt_tokens_details.
+type PromptTokensDetails struct {
+	CachedTokens OptInt `json:"cached_tokens"`
+}
+
+// OptInt is an integer that may be absent: Set is false when the JSON had
+// no value or null. A value, not a pointer: decoding it allocates nothing
+// and Usage stays comparable.
+type OptInt struct {
+	V   int
+	Set bool
+}
+
+// UnmarshalJSON decodes an integer; null leaves o alone, as encoding/json
+// leaves any field alone on null.
+func (o *OptInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(b, &o.V); err != nil {
+		return err
+	}
+	o.Set = true
+	return nil
+}
+
 // usageJSON is the usage object as encoding/json decodes it.
 type usageJSON struct {
-	PromptTokens     int  `json:"prompt_tokens"`
-	CompletionTokens int  `json:"completion_tokens"`
-	ReasoningTokens  *int `json:"reasoning_tokens"`
-	Details          *struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	ReasoningTokens     *int                `json:"reasoning_tokens"`
+	Details             *struct {
 		ReasoningTokens *int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
 }
 
 func (u *usageJSON) usage() Usage {
-	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, PromptTokensDetails: u.PromptTokensDetails}
 	switch {
 	case u.Details != nil && u.Details.ReasoningTokens != nil:
 		out.ReasoningTokens, out.Reasoning = *u.Details.ReasoningTokens, true

@@ -61,13 +61,27 @@ type Config struct {
 	// instead of with the kernel's receive time of their bytes. Kernel
 	// stamps (Linux; http:// and https:// through the client's own
 	// connections, not an injected Transport) keep the load generator's own
-	// scheduling delays out of TTFT and inter-token latencies; this switch
-	// is there to compare the two.
+	// scheduling delays out of TTFT and inter-token latencies for every
+	// chunk read before the next one arrives (one read later takes the
+	// later chunk's time: internal/rxstamp); this switch is there to
+	// compare the two.
 	ReadTimestamps bool
 	// TLS configures https targets (CA, verification); nil: system roots.
 	TLS *tls.Config
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+
+	// ExtraBody is a JSON object whose members every request body carries
+	// besides the client's own fields (sampling parameters, seed,
+	// chat_template_kwargs, vendor fields), in key order; it may not set
+	// the client's own (request.go). Headers are sent with every request
+	// (and to the tokenize endpoint and the server's identity questions);
+	// a secret one's value (Header.Secret, IsSecretHeader) is never
+	// reported. MaxTokensField names the output-length field:
+	// MaxTokensAuto (empty), FieldMaxTokens or FieldMaxCompletionTokens.
+	ExtraBody      json.RawMessage
+	Headers        []Header
+	MaxTokensField string
 }
 
 // Request is one prompt to send.
@@ -81,6 +95,21 @@ type Request struct {
 	TargetInputTokens int
 	MaxTokens         int
 	IgnoreEOS         bool
+	// System, when not empty, is the system prompt: a system message
+	// before the user's for chat, text before the prompt (and a blank
+	// line) for completions. History are earlier turns of a conversation
+	// (a dataset's), sent after it and before the prompt: as messages for
+	// chat, their texts each followed by a blank line for completions.
+	System  string
+	History []Message
+	// PrefixGroup and PrefixTokens say which shared prefix the prompt
+	// starts with (from 1; 0: none) and its length asked for, in the
+	// server's tokens: copied to the record.
+	PrefixGroup  int
+	PrefixTokens int
+	// Images are sent after the prompt as image_url content parts (chat
+	// only; image.go).
+	Images []Image
 }
 
 // attempt is a request in flight: its record and its times as the clock
@@ -138,6 +167,8 @@ type Client struct {
 	path   string
 	hdr    []byte
 	bodies sync.Pool // *[]byte request bodies for h1
+	// req is what Config adds to every request (request.go).
+	req requestParts
 }
 
 // rxBody is a net/http response body read from an rxstamp connection
@@ -213,6 +244,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		return nil, option.Errorf("%s must be positive, got %s", option.Name("Timeout"), cfg.Timeout)
 	}
+	parts, err := prepareRequest(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -248,7 +283,7 @@ func New(cfg Config) (*Client, error) {
 			ExpectContinueTimeout: 0,
 		}
 	}
-	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now, rxHTTP: rxHTTP}
+	c := &Client{cfg: cfg, url: base + path, http: &http.Client{Transport: tr}, now: now, rxHTTP: rxHTTP, req: parts}
 	if cfg.Transport == nil {
 		if err := c.directHTTP(conns); err != nil {
 			return nil, err
@@ -286,6 +321,9 @@ func (c *Client) directHTTP(conns int) error {
 		}
 		c.hdr = append(c.hdr, "Authorization: Bearer "+c.cfg.APIKey+"\r\n"...)
 	}
+	for _, h := range c.req.headers {
+		c.hdr = append(c.hdr, h.Name+": "+h.Value+"\r\n"...)
+	}
 	return nil
 }
 
@@ -298,22 +336,44 @@ func (c *Client) URL() string { return c.url }
 // thousands of requests per second. TestBodyMatchesEncodingJSON checks that
 // it decodes to what encoding/json would have written.
 func (c *Client) Body(r Request) ([]byte, error) {
-	return c.appendBody(make([]byte, 0, len(r.Prompt)+len(c.cfg.Model)+192), r), nil
+	if len(r.Images) > 0 && c.cfg.Endpoint != EndpointChat {
+		return nil, fmt.Errorf("request %d: images need the chat endpoint", r.Index)
+	}
+	return c.appendBody(make([]byte, 0, len(r.Prompt)+imagesLen(r.Images)+len(c.cfg.Model)+192), r), nil
 }
 
 func (c *Client) appendBody(b []byte, r Request) []byte {
 	b = append(b, `{"model":`...)
 	b = appendJSONString(b, c.cfg.Model)
 	if c.cfg.Endpoint == EndpointChat {
-		b = append(b, `,"messages":[{"role":"user","content":`...)
-		b = appendJSONString(b, r.Prompt)
+		b = append(b, `,"messages":[`...)
+		if r.System != "" {
+			b = append(b, `{"role":"system","content":`...)
+			b = appendJSONString(b, r.System)
+			b = append(b, "},"...)
+		}
+		for _, m := range r.History {
+			b = append(b, `{"role":`...)
+			b = appendJSONString(b, m.Role)
+			b = append(b, `,"content":`...)
+			b = appendJSONString(b, m.Content)
+			b = append(b, "},"...)
+		}
+		b = append(b, `{"role":"user","content":`...)
+		b = appendContent(b, r)
 		b = append(b, "}]"...)
 	} else {
 		b = append(b, `,"prompt":`...)
-		b = appendJSONString(b, r.Prompt)
+		if r.System != "" || len(r.History) > 0 {
+			b = appendJSONString(b, completionPrompt(r))
+		} else {
+			b = appendJSONString(b, r.Prompt)
+		}
 	}
 	if r.MaxTokens != 0 {
-		b = append(b, `,"max_tokens":`...)
+		b = append(b, ',', '"')
+		b = append(b, c.req.maxField...)
+		b = append(b, '"', ':')
 		b = strconv.AppendInt(b, int64(r.MaxTokens), 10)
 	}
 	b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)
@@ -324,7 +384,35 @@ func (c *Client) appendBody(b []byte, r Request) []byte {
 	if r.IgnoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
 	}
+	b = append(b, c.req.extra...)
 	return append(b, '}')
+}
+
+// appendContent appends the user message's content: the prompt as a
+// string, or, with images, an array of content parts as OpenAI's chat API
+// takes them: the prompt as a text part, then one image_url part per
+// image.
+func appendContent(b []byte, r Request) []byte {
+	if len(r.Images) == 0 {
+		return appendJSONString(b, r.Prompt)
+	}
+	b = append(b, `[{"type":"text","text":`...)
+	b = appendJSONString(b, r.Prompt)
+	b = append(b, '}')
+	for _, im := range r.Images {
+		b = append(b, ',')
+		b = appendImage(b, im)
+	}
+	return append(b, ']')
+}
+
+// imagesLen is the bytes of the image URLs, to size a body.
+func imagesLen(images []Image) int {
+	n := 0
+	for _, im := range images {
+		n += len(im.URL) + 48
+	}
+	return n
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -413,17 +501,20 @@ func (c *Client) record(a attempt, start, intended time.Time) report.Record {
 // redacted replaces the API key in error texts.
 const redacted = "[REDACTED]"
 
-// scrub removes the configured API key from s: servers echo it in errors
-// ("Incorrect API key provided: sk-...").
+// scrub removes the configured API key and secret header values from s:
+// servers echo them in errors ("Incorrect API key provided: sk-...").
 func (c *Client) scrub(s string) string {
-	if c.cfg.APIKey == "" {
-		return s
+	if c.cfg.APIKey != "" {
+		s = strings.ReplaceAll(s, c.cfg.APIKey, redacted)
 	}
-	return strings.ReplaceAll(s, c.cfg.APIKey, redacted)
+	for _, v := range c.req.secrets {
+		s = strings.ReplaceAll(s, v, redacted)
+	}
+	return s
 }
 
 func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
-	res := attempt{Record: report.Record{Index: r.Index}, text: text}
+	res := attempt{Record: report.Record{Index: r.Index, PrefixGroup: r.PrefixGroup, PrefixTokens: r.PrefixTokens, Images: len(r.Images)}, text: text}
 	var (
 		status int
 		ctype  string
@@ -461,6 +552,7 @@ func (c *Client) do(ctx context.Context, r Request, text *textBuilder) attempt {
 		if c.cfg.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
 		}
+		c.SetHeaders(req.Header)
 		// Which connection answers: its receive timestamps time the body.
 		var rx *rxstamp.Conn
 		if c.rxHTTP {
@@ -674,6 +766,10 @@ func tokensPerChunk(c *chunkCounts, final *Usage, trustCum bool, res *report.Rec
 	}
 	if final != nil {
 		res.PromptTokens = final.PromptTokens
+		if c := final.PromptTokensDetails.CachedTokens; c.Set {
+			v := c.V
+			res.CachedTokens = &v
+		}
 	}
 	defer func() {
 		switch {

@@ -12,10 +12,11 @@ import (
 // scanChunk is an allocation-free decoder for the fields of an OpenAI
 // stream chunk that the client needs: model, choices[].delta.content /
 // reasoning_content / reasoning, choices[].text, choices[].finish_reason and
-// usage (with its reasoning_tokens and completion_tokens_details). It validates the whole document as strictly as encoding/json and
-// returns true only when its result is exactly what parseChunkJSON would
-// return; whenever it is unsure (an error object, escapes or
-// non-ASCII bytes in keys, keys that match a known one only
+// usage (with its reasoning_tokens, completion_tokens_details and
+// prompt_tokens_details). It validates the whole document as strictly as
+// encoding/json and returns true only when its result is exactly what
+// parseChunkJSON would return; whenever it is unsure (an error object,
+// escapes or non-ASCII bytes in keys, keys that match a known one only
 // case-insensitively, duplicate known keys, non-integer or huge token
 // counts, deep nesting, invalid JSON) it returns false and the caller falls
 // back to encoding/json. FuzzScanChunk checks the equivalence.
@@ -94,15 +95,17 @@ const (
 	usageCompletion
 	usageReasoning
 	usageDetails
+	usagePromptDetails
 )
 
 var (
-	topKeys     = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
-	choiceKeys  = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
-	deltaKeys   = []string{deltaContent: "content", deltaReasoningContent: "reasoning_content", deltaReasoning: "reasoning", deltaRole: "role"}
-	usageKeys   = []string{usagePrompt: "prompt_tokens", usageCompletion: "completion_tokens", usageReasoning: "reasoning_tokens", usageDetails: "completion_tokens_details"}
-	detailsKeys = []string{"reasoning_tokens"}
-	simKeys     = []string{simArrival: "arrival_unix_nano", simFirstToken: "first_token_unix_nano", simTokens: "token_unix_nanos", simChunks: "chunk_unix_nanos"}
+	topKeys           = []string{topModel: "model", topChoices: "choices", topUsage: "usage", topError: "error", topSim: "gpulens_sim"}
+	choiceKeys        = []string{choiceDelta: "delta", choiceText: "text", choiceFinish: "finish_reason"}
+	deltaKeys         = []string{deltaContent: "content", deltaReasoningContent: "reasoning_content", deltaReasoning: "reasoning", deltaRole: "role"}
+	usageKeys         = []string{usagePrompt: "prompt_tokens", usageCompletion: "completion_tokens", usageReasoning: "reasoning_tokens", usageDetails: "completion_tokens_details", usagePromptDetails: "prompt_tokens_details"}
+	detailsKeys       = []string{"reasoning_tokens"}
+	promptDetailsKeys = []string{"cached_tokens"}
+	simKeys           = []string{simArrival: "arrival_unix_nano", simFirstToken: "first_token_unix_nano", simTokens: "token_unix_nanos", simChunks: "chunk_unix_nanos"}
 )
 
 const (
@@ -487,6 +490,12 @@ func (s *scanner) usage(u *Usage) bool {
 			}
 			continue
 		}
+		if k == usagePromptDetails {
+			if !s.promptDetails(&u.PromptTokensDetails) {
+				return false
+			}
+			continue
+		}
 		v, ok := s.integer()
 		if !ok {
 			return false
@@ -530,6 +539,28 @@ func (s *scanner) details(v *int, have *bool) bool {
 			return false
 		}
 		*v, *have = n, true
+	}
+}
+
+// promptDetails reads usage.prompt_tokens_details (its cached_tokens).
+func (s *scanner) promptDetails(d *PromptTokensDetails) bool {
+	if !s.consume('{') {
+		return false
+	}
+	o := object{keys: promptDetailsKeys, depth: 2}
+	for {
+		k := s.next(&o)
+		if k < 0 {
+			return k == endObject
+		}
+		if s.null() {
+			continue
+		}
+		v, ok := s.integer()
+		if !ok {
+			return false
+		}
+		d.CachedTokens = OptInt{V: v, Set: true}
 	}
 }
 

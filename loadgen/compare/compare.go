@@ -100,6 +100,10 @@ type Result struct {
 	// Notes are what could not be compared and why.
 	Notes []string `json:"notes,omitempty"`
 	Pairs []Pair   `json:"comparisons"`
+	// Searches compare reports of gpulens-loadgen search by their
+	// brackets (search.go); levels the searches both probed are also in
+	// Pairs.
+	Searches []SearchPair `json:"searches,omitempty"`
 }
 
 // ReportInfo is what a report says about where and how it ran.
@@ -339,6 +343,17 @@ func Compare(inputs []Input) (*Result, error) {
 	}
 	for _, other := range sides[1:] {
 		res.Warnings = append(res.Warnings, configWarnings(base, other, &res.Notes)...)
+		sp, err := compareSearches(base.in, other.in, &res.Warnings)
+		if err != nil {
+			return nil, err
+		}
+		if sp != nil {
+			res.Searches = append(res.Searches, *sp)
+			if !sharesLevel(base, other) {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s and %s probed no level in common: compared by their brackets only", base.in.Name, other.in.Name))
+				continue
+			}
+		}
 		p, err := comparePair(base, other, goodput, reasoning, &res.Notes)
 		if err != nil {
 			return nil, err

@@ -33,6 +33,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, x := range r.Notes {
 		fmt.Fprintln(ew, "NOTE:", x)
 	}
+	writeSearches(ew, r.Searches) // comparisons of searches (search.go)
 	for _, p := range r.Pairs {
 		fmt.Fprintf(ew, "\nA = %s, B = %s\n", p.A, p.B)
 		for _, l := range p.Levels {

@@ -36,6 +36,8 @@ var comparePage = template.Must(template.New("compare").Funcs(template.FuncMap{
 	},
 	"usd":    func(v float64) string { return format.USD(v, 3) },
 	"tokens": fmtTokens,
+	// level: one level, as the search comparison shows it.
+	"level": func(mode string, l float64) string { return format.Level(mode == report.ModeOpen, l) },
 	"levels": func(mode string, ls []float64) string {
 		var s []string
 		for _, l := range ls {

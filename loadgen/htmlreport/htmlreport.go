@@ -32,6 +32,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"usd":    format.USDTick,
 	"num":    format.Num,
 	"pct":    format.Percent,
+	// search: the capacity search's section (search.go).
+	"search": searchSection,
 	"bytes": func(v float64) string {
 		return format.Bytes(v)
 	},
@@ -71,8 +73,11 @@ type view struct {
 	Runs     []runRow
 	// Reasoning holds the runs that reasoned (reasoning.go).
 	Reasoning []reasoningRow
-	Charts    []chart
-	Warnings  []string
+	// Prompts: the prefix cache and images of the runs that have them
+	// (prompts.go).
+	Prompts  []promptRow
+	Charts   []chart
+	Warnings []string
 	// Aggregates: some rows are the means of a level's repeats.
 	Aggregates bool
 	Generated  string
@@ -165,6 +170,8 @@ func build(doc *report.Document) view {
 	if c := m.TokenCalibration; c != nil {
 		if c.Error != "" {
 			add("Token calibration", c.Method+" failed: "+c.Error)
+		} else if c.Calibrated == report.CalibratedDatasetReplies {
+			add("Token calibration", fmt.Sprintf("output lengths: the dataset's replies in the server's tokens (%s: %d counted, %.3f tokens per word for the others; not measured)", c.Method, len(c.Probes), c.TokensPerWord))
 		} else {
 			add("Token calibration", fmt.Sprintf("%s: %.3f tokens per word + %.1f tokens per request (%d probes, not measured)", c.Method, c.TokensPerWord, c.OverheadTokens, len(c.Probes)))
 		}
@@ -207,6 +214,7 @@ func build(doc *report.Document) view {
 		v.Runs = append(v.Runs, runRow{Run: r, Label: labels[i], Error: n})
 	}
 	v.Reasoning = reasoningRows(doc.Runs, labels)
+	v.Prompts = promptRows(doc.Runs)
 	v.Charts = charts(doc, labels)
 	return v
 }
@@ -242,6 +250,8 @@ func settingsRows(s report.Settings) []kv {
 	add("Shard", s.Shard)
 	add("Prompts", s.Prompts)
 	out = append(out, workloadSettingsRows(s)...) // trace, turns (timeline.go)
+	out = append(out, requestSettingsRows(s.Request)...)
+	out = append(out, promptSettingsRows(s)...) // shared prefixes, images (prompts.go)
 	add("SLO TTFT (s)", f(s.SLO.TTFTSeconds))
 	add("SLO TPOT (s)", f(s.SLO.TPOTSeconds))
 	add("SLO E2E (s)", f(s.SLO.E2ESeconds))

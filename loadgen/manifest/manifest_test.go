@@ -349,6 +349,15 @@ func TestSettingsHash(t *testing.T) {
 		"timestamps":    func(c *Configuration) { c.Settings.Timestamps = "read" },
 		"saturation":    func(c *Configuration) { c.Saturation = &Saturation{MaxErrorRatio: 0.05, MinGoodputRatio: 0.9} },
 		"usage":         func(c *Configuration) { c.ContinuousUsage = true },
+		"shared prefix": func(c *Configuration) {
+			c.Settings.SharedPrefix = report.SharedPrefixSettings{Groups: 8, Tokens: "fixed:1000", Pick: "uniform"}
+		},
+		"images": func(c *Configuration) {
+			c.Settings.Images = report.ImageSettings{PerRequest: 1, Width: 512, Height: 512, Format: "png", Distinct: 16}
+		},
+		"image files": func(c *Configuration) {
+			c.Settings.Images = report.ImageSettings{PerRequest: 1, Files: "a.png", FilesSHA256: "ab"}
+		},
 	} {
 		if got := h(mod); got == h0 {
 			t.Errorf("%s: hash unchanged", name)

@@ -43,8 +43,11 @@ type ServerConfig struct {
 	// Model is the model requested: the entry kept of /v1/models and
 	// Ollama's /api/tags, and the model of Ollama's /api/show.
 	Model string
-	// APIKey, when set, is sent as a bearer token, as with the requests.
+	// APIKey, when set, is sent as a bearer token, as with the requests;
+	// Header are more headers sent with every question (a gateway's, as
+	// with the requests).
 	APIKey string
+	Header http.Header
 	TLS    *tls.Config
 	// Timeout bounds each question (DefaultTimeout when zero); they are
 	// asked at once, so AskServer takes at most about that long.
@@ -132,6 +135,9 @@ func ask(ctx context.Context, hc *http.Client, cfg ServerConfig, q question, url
 	if err != nil {
 		f.Error = err.Error()
 		return f
+	}
+	for k, v := range cfg.Header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if q.post {

@@ -265,6 +265,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		}
 		run := report.Run{Name: name, Settings: set, Summary: sum, Level: level, Repeat: k.repeat}
 		run.Turns = stats.Turns(p.records)
+		run.PrefixCache, run.Images = stats.PrefixCache(p.records), stats.Images(p.records)
 		if opt.EmbedRequests {
 			run.Requests = p.records
 		}

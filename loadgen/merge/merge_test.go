@@ -19,7 +19,11 @@ import (
 // every 29th with a timeout.
 func synth(k int, off time.Duration) report.Record {
 	lag := time.Duration(k%5) * 300 * time.Microsecond
-	r := report.Record{Index: k, Intended: off, Sent: off + lag, Model: "m", PromptTokens: 100 + k%13}
+	r := report.Record{Index: k, Intended: off, Sent: off + lag, Model: "m", PromptTokens: 100 + k%13,
+		PrefixGroup: k%4 + 1, PrefixTokens: 64}
+	if k%7 != 0 { // the server said how many were cached, except for these
+		r.CachedTokens = new(min(k, 4) * 16)
+	}
 	r.FirstByte = r.Sent + 2*time.Millisecond
 	switch {
 	case k%17 == 0:
@@ -131,6 +135,10 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 			want.TTFT.P99, want.ITL.P50, want.E2E.P90)
 	}
 	want.MaxInFlight = shards * 3 // an upper bound: the sum of the shards' maxima
+	// The prefix cache, recomputed from the union of the records.
+	if wp := stats.PrefixCache(all); m.PrefixCache == nil || !reflect.DeepEqual(m.PrefixCache, wp) || wp.Groups != 4 || wp.Reported == wp.Requests {
+		t.Errorf("merged prefix cache %+v, want %+v", m.PrefixCache, wp)
+	}
 	if !reflect.DeepEqual(m.Summary, want) {
 		t.Errorf("merged summary differs from one process:\n got %+v\nwant %+v", m.Summary, want)
 	}

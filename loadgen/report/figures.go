@@ -11,8 +11,8 @@ type Figure struct {
 	Key   string
 	Title string
 	// Unit is "seconds", "requests", "requests/s", "tokens", "tokens/s",
-	// "ratio", "bytes", "watts", "joules", "joules/request", "tokens/J" or
-	// "USD".
+	// "ratio", "bytes", "watts", "joules", "joules/request", "tokens/J",
+	// "images" or "USD".
 	Unit string
 	// Better is Lower, Higher or "" (neither: a count, a duration).
 	Better string
@@ -260,9 +260,9 @@ var ReasoningFigures = func() []Figure {
 }()
 
 // FigureByKey returns the figure of a key, from SummaryFigures,
-// GPUFigures, TokenFigures or ReasoningFigures.
+// GPUFigures, TokenFigures, PromptFigures or ReasoningFigures.
 func FigureByKey(key string) (Figure, bool) {
-	for _, fs := range [][]Figure{SummaryFigures, GPUFigures, TokenFigures, ReasoningFigures} {
+	for _, fs := range [][]Figure{SummaryFigures, GPUFigures, TokenFigures, PromptFigures, ReasoningFigures} {
 		for _, f := range fs {
 			if f.Key == key {
 				return f, true

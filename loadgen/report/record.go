@@ -84,6 +84,17 @@ type Record struct {
 	// reasoning text was streamed.
 	ChunkReasoningTokens []int32 `json:"chunk_reasoning_tokens,omitempty"`
 
+	// PrefixGroup is the shared prefix the prompt started with, counted
+	// from 1 (0: none; a shared-prefix workload), PrefixTokens its length
+	// asked for in the server's tokens. Images is how many images the
+	// request carried.
+	PrefixGroup  int `json:"prefix_group,omitempty"`
+	PrefixTokens int `json:"prefix_tokens,omitempty"`
+	Images       int `json:"images,omitempty"`
+	// CachedTokens is the server's usage.prompt_tokens_details.cached_tokens
+	// (the prompt tokens its prefix cache served), nil when it did not say.
+	CachedTokens *int `json:"cached_tokens,omitempty"`
+
 	// Answer is what the server said, kept only when responses are saved
 	// (Answer): written to the saved-responses file (WriteResponses),
 	// never to the report or the per-request file. Its fields read

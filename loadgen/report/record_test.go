@@ -111,7 +111,7 @@ func records() []Record {
 			Model: "m", PromptTokens: 9, OutputTokens: 3, ReasoningTokens: 1, RequestedInputTokens: 8, RequestedOutputTokens: 3, UsageMismatch: true, KernelTimestamps: true,
 			ChunkOffsets: []time.Duration{38, 60}, ChunkTokens: []int32{1, 2}, ChunkReasoningTokens: []int32{1, 0}, Sim: &SimTimestamps{ArrivalUnixNano: 1}, Answer: &Answer{PromptSHA256: "ab", Response: "yes"}},
 		{Index: 8, Intended: 10, Sent: 11, FirstByte: 20, End: 21, Status: 503, ErrorClass: ErrHTTP5xx, Error: "HTTP 503: busy", PromptTokens: 4,
-			Conversation: 2, Turn: 3},
+			Conversation: 2, Turn: 3, PrefixGroup: 2, PrefixTokens: 100, Images: 1, CachedTokens: new(0)},
 		{Index: 9, Intended: 10, Sent: 11, FirstByte: 20, FirstToken: 30, End: 900, Status: 200, ErrorClass: ErrCancelledAtEnd,
 			Error: "still in flight", PromptTokens: 4, OutputTokens: 1, TokensEstimated: true, ChunkOffsets: []time.Duration{19}, ChunkTokens: []int32{1}},
 		{Index: 10, Intended: 10, Sent: 11, End: 500, ErrorClass: ErrInterrupted, Error: "context canceled", PromptTokens: 4},
@@ -144,7 +144,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	// The report format: these names, in this order, never renamed.
 	want := "run level repeat index intended_ns sent_ns first_byte_ns first_token_ns first_answer_token_ns end_ns status error_class error model conversation turn " +
 		"prompt_tokens output_tokens reasoning_tokens requested_input_tokens requested_output_tokens tokens_estimated usage_mismatch kernel_timestamps " +
-		"chunk_offsets_ns chunk_tokens chunk_reasoning_tokens"
+		"chunk_offsets_ns chunk_tokens chunk_reasoning_tokens prefix_group prefix_tokens images cached_tokens"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("JSON names\n got %s\nwant %s", got, want)
 	}

@@ -58,7 +58,8 @@ type Metadata struct {
 	Version       string `json:"version"`
 	Revision      string `json:"revision,omitempty"`
 	GoVersion     string `json:"go_version,omitempty"`
-	// Command is the subcommand that produced the document: run, sweep or merge.
+	// Command is the subcommand that produced the document: run, sweep,
+	// search or merge.
 	Command  string    `json:"command"`
 	RunID    string    `json:"run_id"`
 	Started  time.Time `json:"started"`
@@ -99,6 +100,9 @@ type Metadata struct {
 	// that met the SLOs; SaturationReason says why the search stopped.
 	SaturationLevel  float64 `json:"saturation_level,omitempty"`
 	SaturationReason string  `json:"saturation_reason,omitempty"`
+	// Search is, for `gpulens-loadgen search`, the bracket around the
+	// largest level meeting the objectives and the evidence (search.go).
+	Search *Search `json:"search,omitempty"`
 	// Manifest records what the server, host and user said about the
 	// configuration, and a hash of the settings; see Manifest.
 	Manifest *Manifest `json:"manifest,omitempty"`
@@ -177,6 +181,12 @@ type Run struct {
 	// Turns splits the latencies of a multi-turn run by turn; see
 	// TurnSummary.
 	Turns *TurnSummary `json:"turns,omitempty"`
+	// PrefixCache is what the server said of its prefix cache (cached
+	// tokens per request, the hit ratio) and, for a shared-prefix
+	// workload, the ratio expected; Images counts the images sent
+	// (prompts.go). Absent when there is nothing to say.
+	PrefixCache *PrefixCacheSummary `json:"prefix_cache,omitempty"`
+	Images      *ImageSummary       `json:"images,omitempty"`
 }
 
 // Settings are every knob that shaped a run.
@@ -208,6 +218,9 @@ type Settings struct {
 	InputTokens  string `json:"input_tokens,omitempty"`
 	OutputTokens string `json:"output_tokens,omitempty"`
 	Dataset      string `json:"dataset,omitempty"`
+	// DatasetTurns is "all" when every human turn of a ShareGPT dataset's
+	// conversations was sent (empty: each one's first).
+	DatasetTurns string `json:"dataset_turns,omitempty"`
 	MaxTokens    int    `json:"max_tokens,omitempty"`
 	IgnoreEOS    bool   `json:"ignore_eos"`
 	Seed         int64  `json:"seed"`
@@ -220,6 +233,13 @@ type Settings struct {
 	// other workloads. Values, not pointers: settings compare with ==.
 	Trace     TraceSettings     `json:"trace,omitzero"`
 	MultiTurn MultiTurnSettings `json:"multi_turn,omitzero"`
+	// Request is what every request carried besides its prompt
+	// (request.go); zero and absent when nothing was added.
+	Request RequestSettings `json:"request,omitzero"`
+	// SharedPrefix and Images describe a shared-prefix workload and the
+	// images sent with each request (prompts.go).
+	SharedPrefix SharedPrefixSettings `json:"shared_prefix,omitzero"`
+	Images       ImageSettings        `json:"images,omitzero"`
 
 	SLO  SLO          `json:"slo"`
 	Cost CostSettings `json:"cost"`

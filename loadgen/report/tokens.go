@@ -55,7 +55,25 @@ type TokenCalibration struct {
 	// Error says why the calibration failed; the prompts then have one
 	// word per token asked for.
 	Error string `json:"error,omitempty"`
+	// TimedOut: the server did not answer within the calibration's time
+	// limit (the first run's own bound unless set); the campaign then
+	// started no run.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Calibrated is what was fitted: "" the synthetic prompts (Probes are
+	// their words and the server's counts, the line fitted through them
+	// TokensPerWord and OverheadTokens) or CalibratedDatasetReplies (a
+	// dataset's replies, which set the output lengths: Probes are the
+	// replies counted, TokensPerWord their tokens over their words).
+	Calibrated string `json:"calibrated,omitempty"`
+	// SystemPromptWords is the generated system prompt's length in words
+	// after the calibration sized it to the tokens asked for (the probes
+	// had one word per token; OverheadTokens is moved by the difference).
+	SystemPromptWords int `json:"system_prompt_words,omitempty"`
 }
+
+// CalibratedDatasetReplies is TokenCalibration.Calibrated of a dataset's
+// replies counted in the server's tokens.
+const CalibratedDatasetReplies = "dataset_replies"
 
 // TokenProbe is one calibration prompt: its words and the server's count.
 type TokenProbe struct {

@@ -35,7 +35,7 @@ type Event struct {
 // for example from the kernel's receive timestamps (internal/rxstamp). A
 // Reader reading from one stamps events with LastArrival instead of the
 // time its read returned, so that its own scheduling delays stay out of the
-// measurement.
+// measurement (for bytes read before more arrived: internal/rxstamp).
 type ArrivalSource interface {
 	io.Reader
 	// LastArrival is when the newest byte returned so far arrived; zero

@@ -10,8 +10,9 @@ import (
 // gets the mean across the repeats that have it, with its stddev and
 // Student-t 95 % CI, in Summary.Stats; the summary's figures and
 // distributions are the means, counts are summed; the GPU side is
-// AggregateGPU's, the turn side (multi-turn runs) AggregateTurns' and the
-// reasoning side AggregateReasoning's.
+// AggregateGPU's, the turn side (multi-turn runs) AggregateTurns', the
+// prefix cache and images AggregatePrefixCache's and AggregateImages', and
+// the reasoning side AggregateReasoning's.
 func Aggregate(reps []report.Run) report.Run {
 	agg := report.Run{Name: report.AggregateName(reps[0].Name, len(reps)), Settings: reps[0].Settings, Level: reps[0].Level, Aggregate: true}
 	s := &agg.Summary
@@ -35,6 +36,7 @@ func Aggregate(reps []report.Run) report.Run {
 	}
 	agg.GPU = AggregateGPU(reps)
 	agg.Turns = AggregateTurns(reps)
+	agg.PrefixCache, agg.Images = AggregatePrefixCache(reps), AggregateImages(reps)
 	s.Reasoning = AggregateReasoning(reps)
 	dists := []struct {
 		dst *report.Dist

@@ -37,6 +37,12 @@ func aggregatedDoc() *report.Document {
 		return &report.ReasoningSummary{Requests: 10, ReasoningTokens: d(200 * k), AnswerTokens: d(90 * k), AnswerTTFT: d(2 * k), AnswerITL: d(0.01 * k), AnswerTPOT: d(0.011 * k)}
 	}
 	r1.Summary.Reasoning, r2.Summary.Reasoning = side(1), side(1.5)
+	r1.PrefixCache = &report.PrefixCacheSummary{Requests: 10, Reported: 10, PromptTokens: 2500, CachedTokens: 1000, HitRatio: new(0.4),
+		ExpectedHitRatio: new(0.5), CachedTokensPerRequest: report.Dist{Count: 10, Mean: 100, P50: 96, P99: 128, Max: 128}}
+	r2.PrefixCache = &report.PrefixCacheSummary{Requests: 20, Reported: 20, PromptTokens: 5200, CachedTokens: 2600, HitRatio: new(0.5),
+		ExpectedHitRatio: new(0.55), CachedTokensPerRequest: report.Dist{Count: 20, Mean: 130, P50: 128, P99: 144, Max: 144}}
+	r1.Images = &report.ImageSummary{Requests: 10, Images: 10, PerRequest: report.Dist{Count: 10, Mean: 1, Max: 1}}
+	r2.Images = &report.ImageSummary{Requests: 20, Images: 40, PerRequest: report.Dist{Count: 20, Mean: 2, Max: 2}}
 	reps := []report.Run{r1, r2}
 	agg := stats.Aggregate(reps)
 	return &report.Document{Runs: []report.Run{r1, r2, agg}}

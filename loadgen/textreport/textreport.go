@@ -1,6 +1,7 @@
 // Package textreport writes a report document as text: a CSV summary (one
 // row per run: every figure of report.SummaryFigures, the error counts,
-// then report.GPUFigures, report.TokenFigures and report.ReasoningFigures)
+// then report.GPUFigures, report.TokenFigures, report.PromptFigures and
+// report.ReasoningFigures)
 // and the console table
 // gpulens-loadgen prints at the end of a command, with its warnings and
 // notes.
@@ -39,7 +40,7 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 	for _, c := range report.ErrorClasses {
 		head = append(head, "errors."+c)
 	}
-	for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.ReasoningFigures} {
+	for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.PromptFigures, report.ReasoningFigures} {
 		for _, f := range fs {
 			head = append(head, f.Key)
 		}
@@ -57,7 +58,7 @@ func WriteCSV(w io.Writer, d *report.Document) error {
 		for _, c := range report.ErrorClasses {
 			row = append(row, strconv.Itoa(r.Summary.Errors[c]))
 		}
-		for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.ReasoningFigures} {
+		for _, fs := range [][]report.Figure{report.GPUFigures, report.TokenFigures, report.PromptFigures, report.ReasoningFigures} {
 			for _, f := range fs {
 				if v, ok := f.Read(r); ok {
 					row = append(row, ff(v))
@@ -100,6 +101,7 @@ func WriteTable(w io.Writer, d *report.Document) {
 	tw.Flush()
 	writeReasoning(w, d)
 	writeTokens(w, d)
+	writePrompts(w, d) // prefix cache and images (prompts.go)
 	if n := aggregates(d); n > 0 {
 		fmt.Fprintf(w, "NOTE: rows \"(mean of N)\" show the mean of the level's N repeats in every column, except ok and failed: totals over the repeats\n")
 	}

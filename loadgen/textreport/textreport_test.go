@@ -41,7 +41,7 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("%d rows, want header + 2", len(rows))
 	}
 	head := rows[0]
-	want := 4 + len(report.SummaryFigures) + len(report.ErrorClasses) + len(report.GPUFigures) + len(report.TokenFigures) + len(report.ReasoningFigures)
+	want := 4 + len(report.SummaryFigures) + len(report.ErrorClasses) + len(report.GPUFigures) + len(report.TokenFigures) + len(report.PromptFigures) + len(report.ReasoningFigures)
 	if len(head) != want || len(rows[1]) != want || len(rows[2]) != want {
 		t.Fatalf("columns: header %d, rows %d %d, want %d", len(head), len(rows[1]), len(rows[2]), want)
 	}
@@ -54,7 +54,11 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("no column %q in %v", name, head)
 		return -1
 	}
-	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" || head[len(head)-1] != "reasoning.answer_tokens.p99" {
+	// The prompt columns (prefix cache, images), then the reasoning ones,
+	// last.
+	if strings.Join(head[:6], ",") != "name,level,repeat,aggregate,requests_completed,requests_failed" ||
+		head[len(head)-len(report.ReasoningFigures)-1] != "images.per_request.mean" || head[len(head)-len(report.ReasoningFigures)] != "reasoning.answer_ttft_seconds.mean" ||
+		head[len(head)-1] != "reasoning.answer_tokens.p99" {
 		t.Errorf("header = %v", head)
 	}
 	for _, c := range []struct {

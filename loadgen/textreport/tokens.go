@@ -26,7 +26,11 @@ func writeTokens(w io.Writer, d *report.Document) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(tokens per request, mean/p50/p99: asked for, and as the server counted them)")
-	if c := d.Metadata.TokenCalibration; c != nil && c.Error == "" {
+	switch c := d.Metadata.TokenCalibration; {
+	case c == nil || c.Error != "":
+	case c.Calibrated == report.CalibratedDatasetReplies:
+		fmt.Fprintf(w, "output lengths: the dataset's replies in the server's tokens (%s: %d counted, %.3f tokens per word for the others)\n", c.Method, len(c.Probes), c.TokensPerWord)
+	default:
 		fmt.Fprintf(w, "prompts calibrated by %s: %.3f tokens per word + %.1f tokens per request\n", c.Method, c.TokensPerWord, c.OverheadTokens)
 	}
 	for i := range d.Runs {

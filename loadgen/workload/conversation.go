@@ -48,6 +48,17 @@ func (c Config) Validate() error {
 	if c.Turns > 1 {
 		set = append(set, "Turns")
 	}
+	if c.SharedPrefix != nil {
+		set = append(set, "SharedPrefixGroups")
+		if err := c.SharedPrefix.validate(); err != nil {
+			return err
+		}
+	}
+	if c.Images != nil {
+		if err := c.Images.validate(); err != nil {
+			return err
+		}
+	}
 	if len(set) > 1 {
 		return option.Errorf("%s and %s cannot be combined: choose one source of prompts", set[0], set[1])
 	}

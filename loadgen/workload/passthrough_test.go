@@ -28,7 +28,7 @@ func TestDatasetPassThrough(t *testing.T) {
 			}, ""},
 		{"sharegpt", "s.json", `[{"id":"c1","conversations":[{"from":"gpt","value":"x"}]},` +
 			`{"id":"c2","reference":"ok","conversations":[{"from":"human","value":"hi"},{"from":"gpt","value":"one two"}]}]`,
-			[]Entry{{Prompt: "hi", OutputTokens: 2, Row: 2, ID: "c2", Reference: []byte(`"ok"`)}}, ""},
+			[]Entry{{Prompt: "hi", Reply: "one two", Row: 2, ID: "c2", Reference: []byte(`"ok"`)}}, ""},
 		{"bad id", "b.jsonl", `{"prompt":"a"}` + "\n" + `{"prompt":"b","id":{"x":1}}` + "\n", nil, `line 2: "id" must be a string or a number, got {"x":1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestDatasetPassThrough(t *testing.T) {
 			}
 			for i, e := range d.Entries {
 				w := tc.want[i]
-				if e.Prompt != w.Prompt || e.OutputTokens != w.OutputTokens || e.Row != w.Row || e.ID != w.ID || string(e.Reference) != string(w.Reference) {
+				if e.Prompt != w.Prompt || e.OutputTokens != w.OutputTokens || e.Reply != w.Reply || e.Row != w.Row || e.ID != w.ID || string(e.Reference) != string(w.Reference) {
 					t.Errorf("entry %d = %+v (reference %s), want %+v (reference %s)", i, e, e.Reference, w, w.Reference)
 				}
 			}

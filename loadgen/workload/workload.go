@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,8 +112,19 @@ func (l Length) Sample(rng *rand.Rand) int {
 
 // Entry is one dataset prompt.
 type Entry struct {
-	Prompt       string
-	OutputTokens int // 0: use the output length distribution
+	Prompt string
+	// OutputTokens is the output length the row gives, in the server's
+	// tokens (JSONL output_tokens, max_tokens); 0: the length of Reply in
+	// the server's tokens (Replies), else the output length distribution.
+	OutputTokens int
+	// Reply is the answer the row gives to the prompt: ShareGPT's next
+	// gpt turn, JSONL "completion" or "response" ("" when none).
+	Reply string
+	// History are a ShareGPT conversation's turns before the prompt (a
+	// later human turn's: DatasetTurns "all"), sent before it; Turn is
+	// which human turn of its conversation the prompt is, from 0.
+	History []client.Message
+	Turn    int
 	// Row is where the prompt is in the file, counted from 1: its line
 	// (JSONL) or its position in the array (ShareGPT). ID is the row's
 	// "id" (a number as written) and Reference its "reference" (else
@@ -168,6 +180,8 @@ func parseJSONL(b []byte, path string) ([]Entry, error) {
 			Text         *string         `json:"text"`
 			OutputTokens int             `json:"output_tokens"`
 			MaxTokens    int             `json:"max_tokens"`
+			Completion   *string         `json:"completion"`
+			Response     *string         `json:"response"`
 			ID           json.RawMessage `json:"id"`
 			Reference    json.RawMessage `json:"reference"`
 			Expected     json.RawMessage `json:"expected"`
@@ -182,7 +196,15 @@ func parseJSONL(b []byte, path string) ([]Entry, error) {
 		if p == nil {
 			return nil, fmt.Errorf("dataset %s: line %d: no \"prompt\" or \"text\" field", path, line)
 		}
+		if rec.OutputTokens < 0 || rec.MaxTokens < 0 {
+			return nil, fmt.Errorf("dataset %s: line %d: output_tokens and max_tokens must not be negative", path, line)
+		}
 		e := Entry{Prompt: *p, OutputTokens: max(rec.OutputTokens, rec.MaxTokens), Row: line}
+		for _, r := range []*string{rec.Completion, rec.Response} {
+			if r != nil && e.Reply == "" {
+				e.Reply = *r
+			}
+		}
 		if err := e.setPassThrough(rec.ID, rec.Reference, rec.Expected); err != nil {
 			return nil, fmt.Errorf("dataset %s: line %d: %w", path, line, err)
 		}
@@ -209,24 +231,47 @@ func parseShareGPT(b []byte, path string) ([]Entry, error) {
 	}
 	var out []Entry
 	for n, c := range convs {
-		// First human turn is the prompt; the following gpt turn sets the
-		// output length. Conversations without a human turn are skipped.
-		for i, turn := range c.Conversations {
-			if turn.From != "human" && turn.From != "user" {
+		// Every human turn is a prompt (Turn counts them), with the turns
+		// before it as its history; the gpt turn after it is its reply,
+		// whose length in the server's tokens is the output length.
+		// Conversations without a human turn are skipped.
+		var history []client.Message
+		turn := 0
+		for i, t := range c.Conversations {
+			role := shareGPTRole(t.From)
+			if role != "user" {
+				if role != "" {
+					history = append(history, client.Message{Role: role, Content: t.Value})
+				}
 				continue
 			}
-			e := Entry{Prompt: turn.Value, Row: n + 1}
+			e := Entry{Prompt: t.Value, Row: n + 1, Turn: turn, History: slices.Clip(history)}
 			if err := e.setPassThrough(c.ID, c.Reference, c.Expected); err != nil {
 				return nil, fmt.Errorf("dataset %s: conversation %d: %w", path, n+1, err)
 			}
-			if i+1 < len(c.Conversations) {
-				e.OutputTokens = len(strings.Fields(c.Conversations[i+1].Value))
+			if i+1 < len(c.Conversations) && shareGPTRole(c.Conversations[i+1].From) == "assistant" {
+				e.Reply = c.Conversations[i+1].Value
 			}
 			out = append(out, e)
-			break
+			history = append(history, client.Message{Role: "user", Content: t.Value})
+			turn++
 		}
 	}
 	return out, nil
+}
+
+// shareGPTRole is the chat role of a ShareGPT turn's "from" ("" for one
+// that is no message: a tool's, an unknown).
+func shareGPTRole(from string) string {
+	switch from {
+	case "human", "user":
+		return "user"
+	case "gpt", "chatgpt", "bard", "bing", "assistant", "model":
+		return "assistant"
+	case "system":
+		return "system"
+	}
+	return ""
 }
 
 // setPassThrough sets the entry's ID (a JSON string or number; null or
@@ -278,9 +323,20 @@ type Config struct {
 	// one of Dataset, Trace and Turns > 1 is set (Validate).
 	Trace *Trace
 	Turns int
+	// DatasetTurns is which of a dataset's prompts are sent:
+	// DatasetTurnsFirst (empty: each conversation's first human turn, as
+	// before) or DatasetTurnsAll (every human turn, after its history).
+	// Replies converts the rows' replies to output lengths (reply.go).
+	DatasetTurns string
+	Replies      Replies
 	// Tokens converts the lengths asked for, in the server's tokens, to
 	// words of the synthetic prompts (tokens.go); zero: one word each.
 	Tokens Tokens
+	// SharedPrefix starts every synthetic prompt with one of a pool of
+	// shared prefixes (sharedprefix.go); not with Dataset, Trace or Turns.
+	SharedPrefix *SharedPrefix
+	// Images are sent with every (chat) request (images.go).
+	Images *Images
 }
 
 // maxNonce is the longest nonce accepted.
@@ -311,8 +367,19 @@ type Workload struct {
 func New(cfg Config) *Workload {
 	w := &Workload{cfg: cfg}
 	if cfg.Dataset != nil {
+		// The entries sent (every one, or each conversation's first turn),
+		// in an order drawn with the seed.
+		var sel []int
+		for k, e := range cfg.Dataset.Entries {
+			if e.Turn == 0 || cfg.DatasetTurns == DatasetTurnsAll {
+				sel = append(sel, k)
+			}
+		}
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9e3779b97f4a7c15))
-		w.perm = rng.Perm(len(cfg.Dataset.Entries))
+		w.perm = rng.Perm(len(sel))
+		for j, p := range w.perm {
+			w.perm[j] = sel[p]
+		}
 	}
 	w.tag = tag(cfg.Nonce, cfg.Variant)
 	return w
@@ -366,23 +433,48 @@ var vocabulary = strings.Fields(`the of and to in is was for on that with as by 
 // by the tag: "TAG-i") then words drawn with the seed and i, as many as
 // make the length drawn in the server's tokens (Config.Tokens); a dataset prompt is led by "TAG-i " when there is a tag.
 func (w *Workload) Request(i int) client.Request {
+	r := w.textRequest(i)
+	if w.cfg.Images != nil {
+		r.Images = w.cfg.Images.images(i)
+	}
+	return r
+}
+
+// textRequest is request i without its images.
+func (w *Workload) textRequest(i int) client.Request {
 	switch {
 	case w.cfg.Trace != nil:
 		return w.traceRequest(i)
 	case w.cfg.Turns > 1:
 		return w.turnRequest(i)
+	case w.cfg.SharedPrefix != nil:
+		return w.sharedPrefixRequest(i)
 	}
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
 	var prompt string
 	var in, out, target int // target: the length asked for, in the server's tokens (0: a dataset's prompt)
+	var history []client.Message
 	if d := w.cfg.Dataset; d != nil {
-		e := d.Entries[w.perm[i%len(w.perm)]]
-		prompt = e.Prompt
-		if w.tag != "" {
-			prompt = w.tag + "-" + strconv.Itoa(i) + " " + prompt
+		k := w.perm[i%len(w.perm)]
+		e := d.Entries[k]
+		prompt, history = e.Prompt, e.History
+		lead := w.tag + "-" + strconv.Itoa(i) + " "
+		switch {
+		case w.tag != "" && len(history) > 0:
+			// The conversation's first message leads with the tag.
+			history = slices.Clone(history)
+			history[0].Content = lead + history[0].Content
+		case w.tag != "":
+			prompt = lead + prompt
 		}
 		in = len(strings.Fields(prompt))
+		for _, m := range history {
+			in += len(strings.Fields(m.Content))
+		}
 		out = e.OutputTokens
+		if out == 0 && e.Reply != "" {
+			out = w.cfg.Replies.Tokens(k, e.Reply)
+		}
 		if out == 0 {
 			out = w.cfg.Output.Sample(rng)
 		}
@@ -410,5 +502,5 @@ func (w *Workload) Request(i int) client.Request {
 	if w.cfg.MaxTokens > 0 {
 		out = min(out, w.cfg.MaxTokens)
 	}
-	return client.Request{Index: i, Prompt: prompt, InputTokens: in, TargetInputTokens: target, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
+	return client.Request{Index: i, Prompt: prompt, History: history, InputTokens: in, TargetInputTokens: target, MaxTokens: out, IgnoreEOS: w.cfg.IgnoreEOS}
 }

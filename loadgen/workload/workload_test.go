@@ -68,11 +68,12 @@ func TestDatasets(t *testing.T) {
 	share := filepath.Join(dir, "sg.json")
 	os.WriteFile(share, []byte(`[{"conversations":[{"from":"human","value":"hi there"},{"from":"gpt","value":"one two three"}]},{"conversations":[{"from":"gpt","value":"x"}]}]`), 0o600)
 	d, err = LoadDataset(share)
-	if err != nil || len(d.Entries) != 1 || d.Entries[0].Prompt != "hi there" || d.Entries[0].OutputTokens != 3 {
+	if err != nil || len(d.Entries) != 1 || d.Entries[0].Prompt != "hi there" || d.Entries[0].Reply != "one two three" || d.Entries[0].OutputTokens != 0 {
 		t.Fatalf("sharegpt = %+v, %v", d, err)
 	}
 	out, _ := ParseLength("out", "fixed:4")
 	w := New(Config{Seed: 1, Dataset: d, Output: out})
+	// Uncalibrated: one token per word of the reply.
 	if r := w.Request(3); r.Prompt != "hi there" || r.MaxTokens != 3 || r.InputTokens != 2 {
 		t.Fatalf("request = %+v", r)
 	}

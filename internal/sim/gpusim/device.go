@@ -110,6 +110,8 @@ type device struct {
 	// probeKernels is when the probe's kernels run on the whole GPU
 	// (probe_context.go).
 	probeKernels spanLog
+	// periods memoises GetProcessUtilization's samples by period.
+	periods periodMemo
 }
 
 var _ nvml.Device = (*device)(nil)
@@ -128,6 +130,7 @@ func newDevice(f *Fleet, index int, spec *deviceSpec, identity uint64) *device {
 		key:    key,
 		lostAt: math.Inf(1),
 	}
+	d.probeKernels.horizon = probeKernelHorizon * f.sampleBufferScale()
 	// UUID: 128 hashed bits with the RFC 4122 version-4 and variant bits set.
 	hi, lo := hashN(key, 0x1111), hashN(key, 0x2222)
 	hi = hi&^(0xf<<12) | 0x4<<12

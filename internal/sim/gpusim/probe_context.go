@@ -93,7 +93,8 @@ func (d *device) probeProcess(t float64) (nvml.ProcessInfo, bool) {
 
 // Bounds of the kernel spans a device remembers: those ending at most
 // probeKernelHorizon sim seconds before the latest (well beyond the
-// driver's sample buffer, procSampleWindow), at most probeKernelKeep.
+// driver's sample buffer, procSampleWindow; both scaled alike under
+// --sim.speed, Fleet.sampleBufferScale), at most probeKernelKeep.
 const (
 	probeKernelHorizon = 60.0
 	probeKernelKeep    = 4096
@@ -109,6 +110,9 @@ type span struct{ from, to float64 }
 type spanLog struct {
 	mu    sync.Mutex
 	spans []span
+	// horizon is how far before the latest span's end spans are kept,
+	// sim seconds; 0: probeKernelHorizon.
+	horizon float64
 }
 
 // add records a kernel's run [from, to), merged with the spans it touches.
@@ -126,7 +130,11 @@ func (l *spanLog) add(from, to float64) {
 	}
 	l.spans = slices.Replace(l.spans, i, j, span{from, to})
 	latest := l.spans[len(l.spans)-1].to
-	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-probeKernelHorizon })
+	horizon := l.horizon
+	if horizon <= 0 {
+		horizon = probeKernelHorizon
+	}
+	drop := sort.Search(len(l.spans), func(i int) bool { return l.spans[i].to >= latest-horizon })
 	drop = max(drop, len(l.spans)-probeKernelKeep)
 	if drop > 0 {
 		l.spans = append(l.spans[:0], l.spans[drop:]...)
@@ -174,15 +182,13 @@ func (d *device) reportedUntil(t float64) float64 {
 	}
 	// Held back at most probeReportHold of the clock: a context left
 	// open (a hung probe) does not stop the samples.
-	hold := math.Min(d.f.speed*probeReportHold.Seconds(), procSampleWindow/2)
+	hold := probeReportHold.Seconds() * d.f.sampleBufferScale()
 	return math.Max(t-hold, math.Min(t, d.probeKernels.latestEnd(from)))
 }
 
 // probeReportHold bounds how long reportedUntil holds samples back, in
-// time of the fleet's clock (sim seconds: times the speed), and at most
-// half the driver's buffer (procSampleWindow): beyond a probe run's lag on
-// a loaded machine; under --sim.speed the buffer is the bound, and
-// kernels recorded later than that still miss their periods.
+// time of the fleet's clock: well beyond a probe run's lag, well within
+// the driver's sample buffer.
 const probeReportHold = 2 * time.Second
 
 // within appends to out the parts of the spans inside [a, b).
@@ -198,5 +204,9 @@ func (l *spanLog) within(a, b float64, out []span) []span {
 
 // probeKernel is the simulated CUDA device's Kernel hook for the whole GPU.
 func (d *device) probeKernel(from, to time.Time) {
-	d.probeKernels.add(d.f.simSeconds(from), d.f.simSeconds(to))
+	a, b := d.f.simSeconds(from), d.f.simSeconds(to)
+	d.probeKernels.add(a, b)
+	// Period k covers [(k−1)·P, k·P).
+	p := d.spec.nvml.samplePeriod
+	d.periods.forget(int64(math.Floor(a/p))+1, int64(math.Ceil(b/p)))
 }

@@ -28,9 +28,10 @@ import (
 //   - MPS clients have their own samples (their part of the server's
 //     context); the MPS server's process has none, as its context's work
 //     is its clients': counting it too would count that work twice;
-//   - the driver keeps the last procSampleWindow of samples; only those
-//     newer than lastSeen come back, oldest first (by PID within a
-//     period), and ERROR_NOT_FOUND when none is;
+//   - the driver keeps the last procSampleWindow of samples (of wall time
+//     under --sim.speed: Fleet.sampleBufferScale); only those newer than
+//     lastSeen come back, oldest first (by PID within a period), and
+//     ERROR_NOT_FOUND when none is;
 //   - ERROR_NOT_SUPPORTED in MIG mode and with nvml.process_utilization:
 //     not_supported (some vGPU guests).
 //
@@ -41,6 +42,16 @@ const (
 	procSampleWindow    = 10.0  // sim seconds of samples the driver keeps (rounded to whole periods)
 	procIntegrationStep = 0.005 // sim seconds
 )
+
+// sampleBufferScale is how many times procSampleWindow of sim time the
+// driver's sample buffer holds: 1, or the speed when time is compressed,
+// so that the buffer holds the last 10 s of wall time. A reader samples
+// in wall time (the exporter's sampler every second, or every 10 s of sim
+// time in alerts/scenarios_test.go at 40x): with the buffer in sim time
+// it would hold one sampler interval there, and a reader delayed by a
+// loaded machine would lose samples a real driver still holds for it
+// (the probe's windows then had none: unexplained stolen time unknown).
+func (f *Fleet) sampleBufferScale() float64 { return math.Max(1, f.speed) }
 
 // GetProcessUtilization returns the samples newer than lastSeen (µs since
 // the Unix epoch, wall time = Start + sim time / Speed), oldest first;
@@ -55,17 +66,13 @@ func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizati
 	}
 	p := d.spec.nvml.samplePeriod
 	last := int64(math.Floor(d.reportedUntil(t)/p + 1e-9))
-	first := max(1, last-int64(math.Max(1, math.Round(procSampleWindow/p)))+1)
-	var out []nvml.ProcessUtilizationSample
+	first := max(1, last-int64(math.Max(1, math.Round(procSampleWindow*d.f.sampleBufferScale()/p)))+1)
 	var w periodWork
-	for k := first; k <= last; k++ {
+	ts := func(k int64) uint64 { return uint64(d.f.wallMicros(float64(k) * p)) }
+	out := d.periods.samples(first, last, lastSeen, ts, func(k int64, out []nvml.ProcessUtilizationSample) []nvml.ProcessUtilizationSample {
 		end := float64(k) * p
-		ts := uint64(d.f.wallMicros(end))
-		if ts <= lastSeen {
-			continue
-		}
-		out = d.periodSamples(end-p, end, ts, &w, out)
-	}
+		return d.periodSamples(end-p, end, ts(k), &w, out)
+	}, nil)
 	if len(out) == 0 {
 		return nil, nvml.ERROR_NOT_FOUND
 	}

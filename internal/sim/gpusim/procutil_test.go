@@ -535,3 +535,53 @@ tenants:
 		}
 	}
 }
+
+// TestPeriodMemoMatchesRecomputing: GetProcessUtilization memoises the
+// periods it computed (periodMemo); a read gives exactly what computing
+// every period again gives, a kernel recorded into periods already read
+// included (a second reader with an older lastSeen, the probe's estimator
+// beside the sampler, then sees the probe's share in them).
+func TestPeriodMemoMatchesRecomputing(t *testing.T) {
+	t.Parallel()
+	const scenario = `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
+  - {name: bursty, gpu: 0, pid: 101, sm_util: {shape: square, min: 0, max: 60, period: 3s, duty: 0.5}, memory: 1024}
+`
+	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	run := func(readEarly bool) []nvml.ProcessUtilizationSample {
+		f, lib, clk := newTestFleet(t, mustParse(t, scenario), 1)
+		d := f.devices[0]
+		h := handle(t, lib, 0)
+		clk.Set(9 * time.Second)
+		if readEarly {
+			// The sampler reads periods 1-9 before the kernel is recorded
+			// (no context open: nothing holds them back).
+			if s, r := h.GetProcessUtilization(0); r != nvml.SUCCESS || len(s) == 0 {
+				t.Fatalf("first read: %d samples, %v", len(s), r)
+			}
+		}
+		d.probeKernel(at(6.5), at(8))
+		clk.Set(12 * time.Second)
+		s, r := h.GetProcessUtilization(0)
+		if r != nvml.SUCCESS {
+			t.Fatal(r)
+		}
+		return s
+	}
+	fresh, memoised := run(false), run(true)
+	if !slices.Equal(fresh, memoised) {
+		t.Errorf("after an earlier read the samples differ from computing them afresh:\n got  %+v\n want %+v", memoised, fresh)
+	}
+	var probe int
+	for _, s := range memoised {
+		if s.Pid != 100 && s.Pid != 101 {
+			probe++
+		}
+	}
+	if probe != 2 {
+		t.Errorf("%d samples of the probe's process; want 2 (periods 7 and 8 hold its kernel)", probe)
+	}
+}

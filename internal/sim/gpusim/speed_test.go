@@ -61,6 +61,44 @@ tenants:
 	}
 }
 
+// TestSpeedSampleBuffer: the driver's process-sample buffer holds the last
+// 10 s of the clock at any speed (10 s of sim time at speed 1, 600 s at
+// 60): a reader that samples every few seconds of the clock, as the
+// exporter does, loses nothing when compressed. With the buffer in sim
+// time it held 1/6 s of the clock at 60x, and a sampler delayed by a
+// loaded machine found the probe's windows without samples.
+func TestSpeedSampleBuffer(t *testing.T) {
+	t.Parallel()
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 50, memory: 1024}
+`)
+	for _, tc := range []struct {
+		speed float64
+		want  int // samples in the buffer once it is full
+	}{{1, 10}, {60, 600}} {
+		clk := newTestClock()
+		f, err := New(sc, Options{Seed: 1, Start: epoch, Now: clk.Now, Speed: tc.speed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib := f.Interface()
+		lib.Init()
+		clk.Set(30 * time.Second)
+		samples, r := handle(t, lib, 0).GetProcessUtilization(0)
+		lib.Shutdown()
+		if r != nvml.SUCCESS || len(samples) != tc.want {
+			t.Errorf("speed %v: %d samples (%v) after 30 s of the clock, want %d (the last 10 s of the clock)", tc.speed, len(samples), r, tc.want)
+			continue
+		}
+		if oldest := time.UnixMicro(int64(samples[0].TimeStamp)).Sub(epoch); oldest < 20*time.Second {
+			t.Errorf("speed %v: oldest sample at %s of the clock, want within its last 10 s", tc.speed, oldest)
+		}
+	}
+}
+
 // TestSpeedRealTime: fault delays and the wait for an XID last their sim
 // duration divided by the speed, in real time.
 func TestSpeedRealTime(t *testing.T) {

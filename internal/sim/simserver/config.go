@@ -89,6 +89,11 @@ type Config struct {
 	// stream_options.continuous_usage_stats (which a request can also ask
 	// for itself).
 	ContinuousUsage bool
+	// OmitCachedTokens leaves usage.prompt_tokens_details out, as vLLM
+	// does unless started with --enable-prompt-tokens-details (by
+	// default the simulator reports its prefix cache's cached_tokens, as
+	// OpenAI and vLLM with that flag do).
+	OmitCachedTokens bool
 	// Tokenizer counts prompt tokens: TokenizerSubword (empty: the
 	// default), a sub-word tokenizer with a chat template's tokens, or
 	// TokenizerWords, one token per word and no template.

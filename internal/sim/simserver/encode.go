@@ -57,14 +57,31 @@ func (c *chunker) appendPrefix(b []byte) []byte {
 	return append(b, `,"choices":[`...)
 }
 
-func appendUsage(b []byte, prompt, completion int) []byte {
+// cached, when not negative, is the prompt tokens the prefix cache
+// served: usage.prompt_tokens_details.cached_tokens, as vLLM with
+// --enable-prompt-tokens-details and OpenAI report it.
+func appendUsage(b []byte, prompt, completion, cached int) []byte {
 	b = append(b, `"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
+	if cached >= 0 {
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(cached), 10)
+		b = append(b, '}')
+	}
 	return append(b, '}')
+}
+
+// cachedField is what appendUsage and usageJSON report of r's cached
+// tokens: -1 (nothing) when the server omits the details.
+func (s *Server) cachedField(r *request) int {
+	if s.cfg.OmitCachedTokens {
+		return -1
+	}
+	return r.servedTokens()
 }
 
 // appendRoleChunk appends vLLM's role-only first chunk.
@@ -73,7 +90,7 @@ func (c *chunker) appendRoleChunk(b []byte) []byte {
 	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 	if c.o.continuous {
 		b = append(b, ',')
-		b = appendUsage(b, c.r.promptTokens, 0)
+		b = appendUsage(b, c.r.promptTokens, 0, -1)
 	}
 	return append(b, "}\n\n"...)
 }
@@ -100,8 +117,12 @@ func (c *chunker) appendContentChunk(b []byte, from, to int, last bool, times, c
 		b = append(b, `,"stop_reason":null}]`...)
 	}
 	if c.o.continuous {
+		cached := -1 // the final usage only, as vLLM
+		if last {
+			cached = c.s.cachedField(c.r)
+		}
 		b = append(b, ',')
-		b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, to), c.r, to)
+		b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, to, cached), c.r, to)
 	}
 	if last && !c.o.includeUsage {
 		b = append(b, ',')
@@ -124,7 +145,7 @@ func appendFinish(b []byte, r *request, last bool) []byte {
 func (c *chunker) appendUsageChunk(b []byte, times, chunkTimes []int64) []byte {
 	b = append(b, c.prefix...)
 	b = append(b, "],"...)
-	b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, len(times)), c.r, len(times))
+	b = appendReasoningUsage(appendUsage(b, c.r.promptTokens, len(times), c.s.cachedField(c.r)), c.r, len(times))
 	b = append(b, ',')
 	b = appendSim(b, c.r, times, chunkTimes)
 	return append(b, "}\n\n"...)
@@ -185,10 +206,15 @@ func simInfo(r *request, times, chunkTimes []int64) *SimInfo {
 }
 
 type usageJSON struct {
-	PromptTokens     int                `json:"prompt_tokens"`
-	TotalTokens      int                `json:"total_tokens"`
-	CompletionTokens int                `json:"completion_tokens"`
-	Details          *completionDetails `json:"completion_tokens_details,omitempty"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	PromptTokensDetails *promptTokensDetail `json:"prompt_tokens_details,omitempty"`
+	Details             *completionDetails  `json:"completion_tokens_details,omitempty"`
+}
+
+type promptTokensDetail struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type chatMessage struct {

@@ -52,6 +52,17 @@ type request struct {
 	mu       sync.Mutex
 	times    []int64 // unix nanoseconds at which each token was produced
 	finished bool
+	// served is cached, published for the handler's usage once the
+	// request was admitted.
+	served int
+}
+
+// servedTokens returns the prompt tokens the prefix cache served (0
+// before the request was admitted).
+func (r *request) servedTokens() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served
 }
 
 // snapshot returns the tokens produced so far and whether the request is
@@ -66,16 +77,25 @@ func (r *request) snapshot() ([]int64, bool) {
 // draws fills the request's seeded random decisions. They depend only on
 // the seed and the request's sequence number, in a fixed order, so the n-th
 // request always gets the same ones.
-func (r *request) draw(cfg *Config, maxTokens int, ignoreEOS bool) (fail bool) {
+// answer, when not nil, draws the answer instead (its length and words):
+// a request decoded greedily or with a seed (sampling.go).
+func (r *request) draw(cfg *Config, maxTokens int, ignoreEOS bool, answer *rand.Rand) (fail bool) {
 	rng := r.rng
 	fail = rng.Float64() < cfg.ErrorRate
-	n := geometric(rng.Float64(), cfg.OutputTokensMean)
+	u := rng.Float64()
+	if answer != nil {
+		u = answer.Float64()
+	}
+	n := geometric(u, cfg.OutputTokensMean)
 	if ignoreEOS || n >= maxTokens {
 		n = maxTokens
 		r.lengthCapped = true
 	}
 	r.target = n
 	r.wordOffset = rng.IntN(len(words))
+	if answer != nil {
+		r.wordOffset = answer.IntN(len(words))
+	}
 	r.stallAt, r.disconnectAt = -1, -1
 	stall, stallAt := rng.Float64() < cfg.StallRate, rng.IntN(n)
 	if stall && cfg.StallDuration > 0 {
@@ -202,6 +222,9 @@ func (e *engine) admit(now time.Time) int {
 		e.popWaiting()
 		e.kvUsed += r.kv
 		r.cached = e.cachedTokens(r)
+		r.mu.Lock()
+		r.served = r.cached
+		r.mu.Unlock()
 		r.runIndex = len(e.running)
 		e.running = append(e.running, r)
 		n++

@@ -64,6 +64,10 @@ func TestNonStreaming(t *testing.T) {
 			} else if got.Object != "text_completion" {
 				t.Errorf("object %q", got.Object)
 			}
+			if got.Usage.PromptTokensDetails == nil || got.Usage.PromptTokensDetails.CachedTokens != 0 {
+				t.Errorf("usage %+v: want prompt_tokens_details.cached_tokens 0", got.Usage)
+			}
+			got.Usage.PromptTokensDetails = nil
 			if got.Usage != (usageJSON{PromptTokens: wantPrompt, CompletionTokens: tc.tokens, TotalTokens: wantPrompt + tc.tokens}) {
 				t.Errorf("usage %+v, want prompt %d completion %d", got.Usage, wantPrompt, tc.tokens)
 			}

@@ -1,11 +1,7 @@
 package simserver
 
 import (
-	"bytes"
 	"container/list"
-	"encoding/json"
-	"hash"
-	"hash/fnv"
 	"unicode"
 	"unicode/utf8"
 
@@ -14,7 +10,8 @@ import (
 
 // The prefix cache (Config.PrefixCacheTokens) models vLLM's automatic
 // prefix caching: the prompt is cut into blocks of PrefixBlockTokens
-// tokens (words, as the simulator counts them), each block known by a hash
+// tokens (the tokens its usage counts, template and images included:
+// prompt.go), each block known by a hash
 // of the whole prompt up to its end, so that a block matches only when
 // everything before it matches too. When a request is admitted, the
 // leading blocks found in the cache are its cached tokens, except that at
@@ -80,103 +77,6 @@ func (e *engine) cachedTokens(r *request) int {
 	e.metrics.prefixQueries.Add(float64(r.promptTokens))
 	e.metrics.prefixHits.Add(float64(cached))
 	return cached
-}
-
-// promptBlocks returns the hashes of the full blocks of a request's prompt
-// (every message's content in order for chat), or nil without a prefix
-// cache.
-func (s *Server) promptBlocks(req *generateRequest, chat bool) []uint64 {
-	if s.cfg.PrefixCacheTokens == 0 {
-		return nil
-	}
-	if !chat {
-		return hashBlocks([]json.RawMessage{req.Prompt}, s.cfg.PrefixBlockTokens)
-	}
-	contents := make([]json.RawMessage, 0, len(req.Messages))
-	for _, m := range req.Messages {
-		var msg struct {
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(m, &msg) == nil {
-			contents = append(contents, msg.Content)
-		}
-	}
-	return hashBlocks(contents, s.cfg.PrefixBlockTokens)
-}
-
-// hashBlocks returns, for every full block of size words of the contents
-// taken in order (the words countPromptTokens counts), the hash of all the
-// words up to the block's end.
-func hashBlocks(contents []json.RawMessage, size int) []uint64 {
-	bh := blockHasher{size: size, h: fnv.New64a()}
-	for _, c := range contents {
-		walkWords(c, bh.word)
-	}
-	return bh.blocks
-}
-
-// blockHasher hashes a stream of words and records the running hash at the
-// end of every full block.
-type blockHasher struct {
-	size   int
-	n      int
-	h      hash.Hash64
-	blocks []uint64
-}
-
-func (b *blockHasher) word(w []byte) {
-	_, _ = b.h.Write(w)
-	_, _ = b.h.Write([]byte{0})
-	b.n++
-	if b.n%b.size == 0 {
-		b.blocks = append(b.blocks, b.h.Sum64())
-	}
-}
-
-// walkWords calls fn with every word of a message content or prompt (what
-// countPromptTokens counts): whitespace-separated words of a string,
-// of an array of strings or of content parts' "text", and each token id
-// of an array of ids (its decimal text).
-func walkWords(raw json.RawMessage, fn func([]byte)) {
-	walkWordsOrIDs(raw, func(w []byte, _ bool) { fn(w) })
-}
-
-// walkWordsOrIDs is walkWords telling a token id (id true) from a word.
-func walkWordsOrIDs(raw json.RawMessage, fn func(w []byte, id bool)) {
-	word := func(w []byte) { fn(w, false) }
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			fields([]byte(s), word)
-		}
-	case '[':
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return
-		}
-		for _, it := range items {
-			it = bytes.TrimSpace(it)
-			switch {
-			case len(it) == 0:
-			case it[0] == '{':
-				var part struct {
-					Text string `json:"text"`
-				}
-				if json.Unmarshal(it, &part) == nil {
-					fields([]byte(part.Text), word)
-				}
-			case it[0] == '"' || it[0] == '[':
-				walkWordsOrIDs(it, fn)
-			default:
-				fn(it, true) // a token id
-			}
-		}
-	}
 }
 
 // fields calls fn with every whitespace-separated word of s, as

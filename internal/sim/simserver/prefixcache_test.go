@@ -24,6 +24,23 @@ func seqWords(prefix string, from, to int) string {
 	return strings.Join(w, " ")
 }
 
+// hashBlocks returns the block hashes of contents walked in order with
+// the words tokenizer (one token per word, no template).
+func hashBlocks(contents []json.RawMessage, size int) []uint64 {
+	p := &promptWalk{words: true, size: size, h: fnvOffset}
+	for _, c := range contents {
+		p.content(c)
+	}
+	return p.blocks
+}
+
+// countWords counts a content's tokens with the words tokenizer.
+func countWords(raw json.RawMessage) int {
+	p := &promptWalk{words: true}
+	p.content(raw)
+	return p.n
+}
+
 func blocksOf(prompt string, size int) []uint64 {
 	raw, _ := json.Marshal(prompt)
 	return hashBlocks([]json.RawMessage{raw}, size)
@@ -147,10 +164,8 @@ func TestHashBlocksMatchesTheCount(t *testing.T) {
 		{"token ids", `[1, 2, 3, 4, 5]`, 5},
 	} {
 		raw := json.RawMessage(tc.content)
-		n := 0
-		walkWords(raw, func([]byte) { n++ })
-		if n != tc.words || countPromptTokens(raw) != tc.words {
-			t.Errorf("%s: walked %d words, counted %d, want %d", tc.name, n, countPromptTokens(raw), tc.words)
+		if n := countWords(raw); n != tc.words {
+			t.Errorf("%s: counted %d words, want %d", tc.name, n, tc.words)
 		}
 	}
 	want := hashBlocks([]json.RawMessage{json.RawMessage(`"a b c d e f g h"`)}, 4)

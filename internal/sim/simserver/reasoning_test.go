@@ -201,3 +201,58 @@ func TestReasoningNonStreamingAndOff(t *testing.T) {
 		})
 	}
 }
+
+// TestReasoningUsageWithCachedTokens: a reasoning answer to a prompt the
+// prefix cache partly holds reports both details in one usage object, as
+// OpenAI does: prompt_tokens_details.cached_tokens and
+// completion_tokens_details.reasoning_tokens, streamed (the final usage
+// chunk; the last content chunk of continuous usage) and not. Ten
+// "university" and a word are 41 tokens with the template; after the
+// ten alone were sent, 2 blocks of 16 are cached.
+func TestReasoningUsageWithCachedTokens(t *testing.T) {
+	t.Parallel()
+	_, url := startServer(t, Config{Seed: 3, Tokenizer: TokenizerSubword, FixedTTFT: time.Millisecond, FixedITL: 100 * time.Microsecond,
+		PrefixCacheTokens: 10_000, PrefixBlockTokens: 16, ReasoningTokens: 4})
+	words := strings.TrimSpace(strings.Repeat("university ", 10))
+	body := func(content, extra string) string {
+		return `{"model":"gpulens-sim","messages":[{"role":"user","content":"` + content + `"}],"max_tokens":6,"ignore_eos":true` + extra + `}`
+	}
+	if r, b := post(t, url+"/v1/chat/completions", body(words, "")); r.StatusCode != 200 {
+		t.Fatalf("status %d: %s", r.StatusCode, b)
+	}
+	const want = `"usage":{"prompt_tokens":41,"total_tokens":47,"completion_tokens":6,` +
+		`"prompt_tokens_details":{"cached_tokens":32},"completion_tokens_details":{"reasoning_tokens":4}}`
+
+	r, b := post(t, url+"/v1/chat/completions", body(words+" x", `,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}`))
+	if r.StatusCode != 200 {
+		t.Fatalf("status %d: %s", r.StatusCode, b)
+	}
+	var withBoth []int
+	evs := sseEvents(t, b)
+	for i, ev := range evs {
+		if strings.Contains(ev, `"prompt_tokens_details"`) {
+			if !strings.Contains(ev, want) {
+				t.Errorf("event %d: usage is not %s:\n%s", i, want, ev)
+			}
+			withBoth = append(withBoth, i)
+		}
+	}
+	// The last content chunk and the usage chunk, before [DONE].
+	if n := len(evs); len(withBoth) != 2 || withBoth[0] != n-3 || withBoth[1] != n-2 {
+		t.Errorf("events %v of %d carry prompt_tokens_details, want the last content chunk's and the usage chunk's", withBoth, n)
+	}
+
+	r, b = post(t, url+"/v1/chat/completions", body(words+" x", ""))
+	if r.StatusCode != 200 {
+		t.Fatalf("status %d: %s", r.StatusCode, b)
+	}
+	var got struct{ Usage usageJSON }
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	u := got.Usage
+	if u.PromptTokens != 41 || u.CompletionTokens != 6 || u.PromptTokensDetails == nil || u.PromptTokensDetails.CachedTokens != 32 ||
+		u.Details == nil || u.Details.ReasoningTokens != 4 {
+		t.Errorf("non-streaming usage %s, want 41 prompt tokens (32 cached), 6 completion tokens (4 reasoning)", b)
+	}
+}

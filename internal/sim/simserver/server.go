@@ -23,7 +23,7 @@ import (
 
 const (
 	// maxBodyBytes bounds a request body.
-	maxBodyBytes = 8 << 20
+	maxBodyBytes = 64 << 20 // room for images as data: URLs
 	// maxPrealloc bounds the token timestamps allocated up front.
 	maxPrealloc = 4096
 )
@@ -42,6 +42,7 @@ type Server struct {
 
 	slowdown slowdown // SetSlowdown
 	tokens   tokenCounter
+	images   *imageCache // decoded image_url parts (prompt.go)
 
 	inMu  sync.Mutex
 	inbox []*request
@@ -69,6 +70,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg:       cfg,
 		tokens:    newTokenCounter(cfg.Tokenizer),
+		images:    newImageCache(),
 		logger:    logger,
 		metrics:   newMetrics(cfg.Model),
 		started:   time.Now(),
@@ -163,6 +165,8 @@ type generateRequest struct {
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
 	IgnoreEOS           bool              `json:"ignore_eos"`
+	Seed                *int64            `json:"seed"`
+	Temperature         *float64          `json:"temperature"`
 	Stream              bool              `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage         bool `json:"include_usage"`
@@ -216,27 +220,16 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 			fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
-	var prompt int
+	walk := s.newWalk(true)
 	if chat {
 		if len(req.Messages) == 0 {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: must contain at least one message")
 			return
 		}
-		for _, m := range req.Messages {
-			var msg struct {
-				Content json.RawMessage `json:"content"`
-			}
-			if err := json.Unmarshal(m, &msg); err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("messages: %v", err))
-				return
-			}
-			if err := validateContent(msg.Content); err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: "+err.Error())
-				return
-			}
-			prompt += s.tokens.content(msg.Content)
+		if err := walk.chat(req.Messages, true); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+			return
 		}
-		prompt += s.tokens.chatOverhead(len(req.Messages))
 	} else {
 		if len(req.Prompt) == 0 || string(req.Prompt) == "null" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt: required")
@@ -246,8 +239,12 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
 			return
 		}
-		prompt = s.tokens.content(req.Prompt) + s.tokens.promptOverhead()
+		if err := walk.prompt(req.Prompt); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+			return
+		}
 	}
+	prompt := walk.n
 	maxTokens := s.cfg.MaxOutputTokens
 	for _, p := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
 		if p != nil {
@@ -267,8 +264,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, hr *http.Request, chat boo
 		rng:          rand.New(rand.NewPCG(s.cfg.Seed, seq)),
 		notify:       make(chan struct{}, 1),
 	}
-	r.blocks = s.promptBlocks(&req, chat)
-	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS)
+	r.blocks = walk.blocks
+	fail := r.draw(&s.cfg, maxTokens, req.IgnoreEOS, answerRand(&req))
 	s.think(r, body, chat, maxTokens, req.IgnoreEOS) // reasoning.go
 	if fail {
 		s.metrics.faults.WithLabelValues(faultError).Inc()
@@ -373,6 +370,9 @@ func (s *Server) respond(ctx context.Context, w http.ResponseWriter, r *request,
 	reason := finishReason(r)
 	usage := usageJSON{PromptTokens: r.promptTokens, TotalTokens: r.promptTokens + len(times), CompletionTokens: len(times),
 		Details: reasoningDetails(r, len(times))}
+	if c := s.cachedField(r); c >= 0 {
+		usage.PromptTokensDetails = &promptTokensDetail{CachedTokens: c}
+	}
 	sim := simInfo(r, times, nil)
 	created := r.arrival.Unix()
 	var resp any
@@ -552,13 +552,4 @@ func validateContent(raw json.RawMessage) error {
 		return nil
 	}
 	return errors.New("content: must be a string or an array of content parts")
-}
-
-// countPromptTokens counts whitespace-separated words in a message content
-// or prompt: a string, an array of strings or of content parts ({"text":
-// …}), or an array of token ids (one token each); see walkWords.
-func countPromptTokens(raw json.RawMessage) int {
-	n := 0
-	walkWords(raw, func([]byte) { n++ })
-	return n
 }

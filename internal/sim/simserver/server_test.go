@@ -168,7 +168,7 @@ func TestStreamFramingExact(t *testing.T) {
 					h + `{"index":0,"delta":{"content":"client"},"logprobs":null,"finish_reason":null}]}` + "\n\n" +
 					h + `{"index":0,"delta":{"content":" jumps away"},"logprobs":null,"finish_reason":null}]}` + "\n\n" +
 					h + `{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":"length"}]}` + "\n\n" +
-					h + `],"usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
+					h + `],"usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":0}},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
 					strconv.FormatInt(si.ArrivalUnixNano, 10) + `,"first_token_unix_nano":` + strconv.FormatInt(si.FirstTokenUnixNano, 10) +
 					`,"token_unix_nanos":` + ints(si.TokenUnixNanos) + `,"chunk_unix_nanos":` + ints(si.ChunkUnixNanos) + "}}\n\n" +
 					"data: [DONE]\n\n"
@@ -179,7 +179,7 @@ func TestStreamFramingExact(t *testing.T) {
 			body: `{"model":"gpulens-sim","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi there you"}]}],"max_completion_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"continuous_usage_stats":true}}`,
 			want: func(h string, si SimInfo) string {
 				return h + `{"index":0,"delta":{"role":"assistant","content":"client"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":6,"completion_tokens":1}}` + "\n\n" +
-					h + `{"index":0,"delta":{"content":" jumps away"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
+					h + `{"index":0,"delta":{"content":" jumps away"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":0}},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
 					strconv.FormatInt(si.ArrivalUnixNano, 10) + `,"first_token_unix_nano":` + strconv.FormatInt(si.FirstTokenUnixNano, 10) +
 					`,"token_unix_nanos":` + ints(si.TokenUnixNanos) + `,"chunk_unix_nanos":` + ints(si.ChunkUnixNanos) + "}}\n\n" +
 					"data: [DONE]\n\n"
@@ -191,7 +191,7 @@ func TestStreamFramingExact(t *testing.T) {
 			want: func(h string, si SimInfo) string {
 				return h + `{"index":0,"text":"client","logprobs":null,"finish_reason":null,"stop_reason":null}]}` + "\n\n" +
 					h + `{"index":0,"text":" jumps away","logprobs":null,"finish_reason":"length","stop_reason":null}]}` + "\n\n" +
-					h + `],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
+					h + `],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":0}},"gpulens_sim":{"request_seq":0,"arrival_unix_nano":` +
 					strconv.FormatInt(si.ArrivalUnixNano, 10) + `,"first_token_unix_nano":` + strconv.FormatInt(si.FirstTokenUnixNano, 10) +
 					`,"token_unix_nanos":` + ints(si.TokenUnixNanos) + `,"chunk_unix_nanos":` + ints(si.ChunkUnixNanos) + "}}\n\n" +
 					"data: [DONE]\n\n"

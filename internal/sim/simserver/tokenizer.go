@@ -86,38 +86,6 @@ type tokenCounter struct{ words bool }
 
 func newTokenCounter(name string) tokenCounter { return tokenCounter{words: name == TokenizerWords} }
 
-// content counts one message content or prompt (see walkWords): a token
-// id counts one token with either tokenizer.
-func (tc tokenCounter) content(raw json.RawMessage) int {
-	if tc.words {
-		return countPromptTokens(raw)
-	}
-	n := 0
-	walkWordsOrIDs(raw, func(w []byte, id bool) {
-		if id {
-			n++
-		} else {
-			n += countSubword(w)
-		}
-	})
-	return n
-}
-
-// chatOverhead and promptOverhead are the template's tokens.
-func (tc tokenCounter) chatOverhead(messages int) int {
-	if tc.words {
-		return 0
-	}
-	return ChatTemplateTokens(messages)
-}
-
-func (tc tokenCounter) promptOverhead() int {
-	if tc.words {
-		return 0
-	}
-	return templateBOS
-}
-
 // serveTokenize answers vLLM's POST /tokenize: {"model", "prompt"} or
 // {"model", "messages"} (the chat template applied, as vLLM does unless
 // "add_generation_prompt" is false), with {"count", "max_model_len",
@@ -138,33 +106,27 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
-	n := 0
+	walk := s.newWalk(false)
 	switch {
 	case len(req.Messages) > 0:
-		for _, m := range req.Messages {
-			var msg struct {
-				Content json.RawMessage `json:"content"`
-			}
-			if err := json.Unmarshal(m, &msg); err != nil || validateContent(msg.Content) != nil {
-				writeError(w, http.StatusBadRequest, "invalid_request_error", "", "messages: invalid message")
-				return
-			}
-			n += s.tokens.content(msg.Content)
-		}
-		n += s.tokens.chatOverhead(len(req.Messages))
-		if req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt && !s.tokens.words {
-			n -= templateGeneration
+		if err := walk.chat(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+			return
 		}
 	case len(req.Prompt) > 0 && string(req.Prompt) != "null":
 		if err := validatePrompt(req.Prompt); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
 			return
 		}
-		n = s.tokens.content(req.Prompt) + s.tokens.promptOverhead()
+		if err := walk.prompt(req.Prompt); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+			return
+		}
 	default:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt or messages: required")
 		return
 	}
+	n := walk.n
 	ids := make([]int, n)
 	for i := range ids {
 		ids[i] = i

@@ -21,3 +21,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/name: gpulens-loadgen
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{- define "gpulens.dcgm.selector" -}}
+app.kubernetes.io/name: {{ .Values.compat.dcgm.asDCGMExporter.name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"golang.org/x/term"
+
+	"github.com/gpulens/gpulens/loadgen/metrics"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/search"
+	"github.com/gpulens/gpulens/loadgen/textreport"
+)
+
+// searchCommand is `gpulens-loadgen search`: the largest concurrency or
+// rate meeting the --slo objectives (loadgen/search).
+func searchCommand(app *kingpin.Application) command {
+	cmd := app.Command("search", "Find the largest concurrency or rate that meets percentile objectives (--slo ttft:p99<=500ms --slo goodput>=0.95): "+
+		"exponential growth from the start level until a level fails, then bisection to the precision, each probe a full run repeated --repeats times, "+
+		"both ends of the bracket measured again; a level passes only when every run at it meets every objective. "+exitStatusHelp)
+	f := addLoadFlags(cmd)
+	concurrency := cmd.Flag("concurrency", "Closed loop: search over users, starting at this many.").Int()
+	rate := cmd.Flag("rate", "Open loop: search over requests per second, starting at this rate.").Float64()
+	repeats := cmd.Flag("repeats", "Runs of every probe (and of each confirmation); a level passes only when all of them meet every objective.").Default("2").Int()
+	maxLevel := cmd.Flag("search.max", "Highest level the search may probe (users or requests per second).").Default("1024").Float64()
+	growth := cmd.Flag("search.growth", "Factor between levels while looking for a failing one (exponential phase).").Default("2").Float64()
+	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
+	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
+	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
+		cfg := search.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
+		switch {
+		case *concurrency != 0 && *rate != 0:
+			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
+		case *rate != 0:
+			cfg.Mode, cfg.Start = report.ModeOpen, *rate
+		case *concurrency != 0:
+			cfg.Mode, cfg.Start = report.ModeClosed, float64(*concurrency)
+		default:
+			return usageError{fmt.Errorf("set --concurrency N (closed loop, search over users from N) or --rate R (open loop, search over requests per second from R)")}
+		}
+		if f.workload.trace != "" {
+			return usageError{fmt.Errorf("--trace: a trace replays its own times; a search sets the rate itself")}
+		}
+		for _, s := range f.objectives {
+			o, err := search.ParseObjective("--slo", s)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Objectives = append(cfg.Objectives, o)
+		}
+		names := maps.Clone(loadFlagNames)
+		maps.Copy(names, searchFlagNames)
+		if err := cfg.Validate(); err != nil {
+			return usageError{flagged(names, err)}
+		}
+		return flagged(names, executeSearch(ctx, logger, f, cfg))
+	}}
+}
+
+// executeSearch runs the search with the options of the flags, serves the
+// live metrics of its runs and writes its report, as execute does for run
+// and sweep.
+func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg search.Config) error {
+	f.status = exitOK
+	opt, err := f.options()
+	if err != nil {
+		return usageError{err}
+	}
+	opt.Logger = logger
+	var doc *report.Document
+	var prober *search.Campaign
+	outputs := []outFile{
+		{"--output", f.output, func(w io.Writer) error {
+			b, err := doc.Marshal()
+			if err == nil {
+				_, err = w.Write(b)
+			}
+			return err
+		}},
+		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, doc) }},
+		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, prober.Records) }},
+		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
+	}
+	if err := checkOutputs(outputs); err != nil {
+		return usageError{err}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
+	obs := &lateObserver{}
+	prober, err = search.NewCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
+	if err != nil {
+		return usageError{err}
+	}
+	meta := prober.Metadata()
+	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
+		metrics.Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
+	obs.observer = observer{m, newProgress(f.progress && term.IsTerminal(int(os.Stderr.Fd())))}
+	srvCtx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	srvErr := serveMetrics(srvCtx, logger, f, reg)
+
+	m.Start()
+	res, err := search.Run(ctx, cfg, prober)
+	if err != nil {
+		return err
+	}
+	doc = prober.Document(res)
+	switch {
+	case doc.Metadata.Interrupted:
+		f.status = exitInterrupted
+	case prober.Completed == 0 && prober.Failed > 0:
+		f.status = exitAllFailed
+		logger.Error("every measured request failed", "failed", prober.Failed)
+	}
+	logger.Info("search finished", "verdict", search.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
+		"confirmed", res.Search.Confirmed, "probes", len(res.Search.Probes))
+	var errs []error
+	for _, o := range outputs {
+		if o.path != "" {
+			if err := writeOutput(o); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	textreport.WriteTable(os.Stdout, doc)
+	search.WriteText(os.Stdout, res.Search)
+	serving := true
+	select {
+	case err := <-srvErr:
+		serving = false
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	default:
+	}
+	if f.linger > 0 && serving && ctx.Err() == nil {
+		if err := linger(ctx, logger, f, srvErr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lateObserver passes a campaign's events to an observer set once the
+// search's metadata (which labels the metrics) is known.
+type lateObserver struct{ observer }
