@@ -203,3 +203,11 @@ func TestLoadPanelsReadsTheShippedDashboards(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 9999: "9999", 10_000: "10k", 999_499: "999k", 1_250_000: "1.2M", 12_500_000: "12M"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

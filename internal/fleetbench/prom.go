@@ -92,6 +92,7 @@ type ruleGroup struct {
 		Health    string `json:"health"`
 		LastError string `json:"lastError"`
 		Name      string `json:"name"`
+		Query     string `json:"query"`
 	} `json:"rules"`
 }
 
@@ -113,22 +114,25 @@ func (p *promClient) ruleGroups(ctx context.Context) ([]ruleGroup, error) {
 	return r.Data.Groups, nil
 }
 
-// queryResult is what a query returned and how long the API took to answer.
+// queryResult is what a query returned, how long the API took to answer
+// and how many samples the engine read (its stats: a measure of the query's
+// work that other load on the machine does not change).
 type queryResult struct {
 	series  int
+	samples int64
 	elapsed time.Duration
 }
 
 // instant runs an instant query at ts.
 func (p *promClient) instant(ctx context.Context, expr string, ts time.Time) (queryResult, error) {
-	return p.query(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {unixSeconds(ts)}})
+	return p.query(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {unixSeconds(ts)}, "stats": {"all"}})
 }
 
 // rangeQuery runs a range query over [start, end] every step.
 func (p *promClient) rangeQuery(ctx context.Context, expr string, start, end time.Time, step time.Duration) (queryResult, error) {
 	return p.query(ctx, "/api/v1/query_range", url.Values{
 		"query": {expr}, "start": {unixSeconds(start)}, "end": {unixSeconds(end)},
-		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
+		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}, "stats": {"all"},
 	})
 }
 
@@ -143,12 +147,17 @@ func (p *promClient) query(ctx context.Context, path string, params url.Values) 
 		Status string `json:"status"`
 		Data   struct {
 			Result []json.RawMessage `json:"result"`
+			Stats  struct {
+				Samples struct {
+					TotalQueryableSamples int64 `json:"totalQueryableSamples"`
+				} `json:"samples"`
+			} `json:"stats"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return queryResult{}, fmt.Errorf("decoding %s: %w", path, err)
 	}
-	return queryResult{series: len(r.Data.Result), elapsed: elapsed}, nil
+	return queryResult{series: len(r.Data.Result), samples: r.Data.Stats.Samples.TotalQueryableSamples, elapsed: elapsed}, nil
 }
 
 // scalar runs an instant query that returns one series and returns its value.
