@@ -45,7 +45,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench fleet-bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
+.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench fleet-bench thanos test-thanos gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
 
 all: build
 
@@ -210,6 +210,24 @@ bench:
 
 gpu-smoke:
 	@bash scripts/gpu-smoke.sh
+
+# Thanos (sidecar, query), pinned in its own module (tools/thanos/go.mod), as
+# bin/thanos. A cold build compiles about 1,500 packages: many minutes of
+# both cores, which is why make test does not build it (docs/scaling.md).
+# Thanos's own build tags (its .promu.yml): slicelabels above all, the
+# Prometheus labels layout its gRPC code casts to its own types; without it
+# the sidecar's StoreAPI answers crash (a negative message size).
+THANOS_MODFILE := tools/thanos/go.mod
+THANOS_TAGS := slicelabels,netgo
+thanos:
+	$(GO) build -tags $(THANOS_TAGS) -modfile=$(THANOS_MODFILE) -o $(BIN)/thanos github.com/thanos-io/thanos/cmd/thanos
+
+# The two-cluster global view through Thanos on the real engine
+# (deploy/e2e's TestThanosGlobalView: two Prometheus with the shipped rules,
+# two sidecars, Thanos Query; the dashboards' key queries equal the sum of
+# the clusters). Opt-in: make test skips it.
+test-thanos: $(BUILD_FIRST) thanos
+	GPULENS_BIN=$(abspath $(BIN)) GPULENS_THANOS=1 $(GO) test -count=1 -timeout=$(TEST_TIMEOUT) -run '^TestThanosGlobalView$$' -v ./deploy/e2e/
 
 # The fleet benchmark (docs/scaling.md#measured): FLEET_SIZES GPUs (nodes of
 # 8, served as distinct targets by one process from FLEET_TEMPLATES real
