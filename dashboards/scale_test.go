@@ -74,7 +74,7 @@ func TestFleetViewsDoNotPullEveryProcess(t *testing.T) {
 
 func TestBoundedOrAggregated(t *testing.T) {
 	for expr, want := range map[string]bool{
-		`gpulens_process_info`:                                    false,
+		`gpulens_process_info`: false,
 		`sum by (namespace) (gpulens_process_memory_used_bytes)`:  true,
 		`max by (cluster, instance, pid) (gpulens_process_info)`:  false,
 		`sum by (instance) (max by (pid) (gpulens_process_info))`: true,
