@@ -212,7 +212,7 @@ gpu-smoke:
 	@bash scripts/gpu-smoke.sh
 
 # Thanos (sidecar, query), pinned in its own module (tools/thanos/go.mod), as
-# bin/thanos. A cold build compiles about 1,500 packages: many minutes of
+# bin/thanos. A cold build compiles about 1,600 packages: many minutes of
 # both cores, which is why make test does not build it (docs/scaling.md).
 # Thanos's own build tags (its .promu.yml): slicelabels above all, the
 # Prometheus labels layout its gRPC code casts to its own types; without it
