@@ -237,7 +237,7 @@ test-thanos: $(BUILD_FIRST) thanos
 # interval and every panel query of the fleet, cost and sharing dashboards,
 # and prints the markdown tables (also in $(SCRATCH)/fleet-bench/results.md).
 # Each size takes about FLEET_WINDOW plus a few minutes; FLEET_DEADLINE bounds
-# the whole run, and whatever it started is stopped however it ends. Not
+# the whole run, and whatever it started is stopped when it ends, at the deadline or on SIGINT/SIGTERM. Not
 # part of make test.
 FLEET_SIZES ?= 200 500 1000
 FLEET_WINDOW ?= 6m
