@@ -45,7 +45,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace scenario-alerts alerts-test-bin race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost
+.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace scenario-alerts alerts-test-bin race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost fleet-bench thanos test-thanos
 
 all: build
 
@@ -233,6 +233,45 @@ bench:
 
 gpu-smoke:
 	@bash scripts/gpu-smoke.sh
+
+# Thanos (sidecar, query), pinned in its own module (tools/thanos/go.mod), as
+# bin/thanos. A cold build compiles about 1,600 packages: many minutes of
+# both cores, which is why make test does not build it (docs/scaling.md).
+# Thanos's own build tags (its .promu.yml): slicelabels above all, the
+# Prometheus labels layout its gRPC code casts to its own types; without it
+# the sidecar's StoreAPI answers crash (a negative message size).
+THANOS_MODFILE := tools/thanos/go.mod
+THANOS_TAGS := slicelabels,netgo
+thanos:
+	$(GO) build -tags $(THANOS_TAGS) -modfile=$(THANOS_MODFILE) -o $(BIN)/thanos github.com/thanos-io/thanos/cmd/thanos
+
+# The two-cluster global view through Thanos on the real engine
+# (deploy/e2e's TestThanosGlobalView: two Prometheus with the shipped rules,
+# two sidecars, Thanos Query; the dashboards' key queries equal the sum of
+# the clusters). Opt-in: make test skips it.
+test-thanos: $(BUILD_FIRST) thanos
+	CHECK_MOD_THANOS=1 bash scripts/check-mod.sh
+	GPULENS_BIN=$(abspath $(BIN)) GPULENS_THANOS=1 $(GO) test -count=1 -timeout=$(TEST_TIMEOUT) -run '^TestThanosGlobalView$$' -v ./deploy/e2e/
+
+# The fleet benchmark (docs/scaling.md#measured): FLEET_SIZES GPUs (nodes of
+# 8, served as distinct targets by one process from FLEET_TEMPLATES real
+# simulated exporters) scraped every 15 s by the pinned Prometheus with every
+# shipped rule file; after FLEET_WINDOW it measures ingestion, head series,
+# Prometheus's RSS and CPU, each rule group's evaluation time against its
+# interval and every panel query of the fleet, cost and sharing dashboards,
+# and prints the markdown tables (also in $(SCRATCH)/fleet-bench/results.md).
+# Each size takes about FLEET_WINDOW plus a few minutes; FLEET_DEADLINE bounds
+# the whole run, and whatever it started is stopped when it ends, at the deadline or on SIGINT/SIGTERM. Not
+# part of make test.
+FLEET_SIZES ?= 200 500 1000
+FLEET_WINDOW ?= 6m
+FLEET_TEMPLATES ?= 4
+FLEET_DEADLINE ?= 90m
+fleet-bench: build
+	$(GO) run ./internal/fleetbench -sizes '$(FLEET_SIZES)' -window $(FLEET_WINDOW) -templates $(FLEET_TEMPLATES) \
+		-deadline $(FLEET_DEADLINE) -exporter $(BIN)/gpulens-exporter -prometheus $(BIN)/prometheus \
+		-workdir $(SCRATCH)/fleet-bench -out $(SCRATCH)/fleet-bench/results.md
+
 
 # The real-GPU validation experiment (docs/real-gpu.md): the host's view of
 # contention (exporter), the tenant's (gpulens-verify) and nvidia-smi's,

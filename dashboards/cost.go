@@ -88,8 +88,8 @@ func cost() (dashboard.Dashboard, error) {
 			{expr: by(podLabels, `pod:gpulens_use_cost:usd_per_hour{`+selNS+`}`)},
 		}})
 	bd.table(panel{title: "Cost per process by use", unit: "currencyUSD", w: 12, h: 9, th: steps("green"), decimals: rateDecimals,
-		desc: "USD per hour of each process's share of its GPU's busy time (or of its MIG instance's activity), most expensive first (process:gpulens_use_cost:usd_per_hour).",
-		qs:   []q{{expr: `sort_desc(process:gpulens_use_cost:usd_per_hour{` + selNS + `})`}}},
+		desc: "USD per hour of each process's share of its GPU's busy time (or of its MIG instance's activity): the 50 most expensive processes, most expensive first (process:gpulens_use_cost:usd_per_hour; choose a namespace to narrow them).",
+		qs:   []q{{expr: `sort_desc(topk(50, process:gpulens_use_cost:usd_per_hour{` + selNS + `}))`}}},
 		"compute_instance_id", "container")
 
 	bd.ts(panel{title: "GPU memory held by namespace", unit: "bytes", w: 24, th: steps("green"),

@@ -30,8 +30,8 @@ func sharing() (dashboard.Dashboard, error) {
 
 	bd.row("Tenants: who uses the GPU?")
 	bd.ts(panel{title: "Time share per tenant", unit: "percentunit", min: f(0), max: f(1), w: 12, th: steps("green"),
-		desc: "Each process's share of its GPU's busy time (sums to 1 over a busy GPU's processes).",
-		qs:   []q{{expr: `gpulens_process_gpu_time_share_ratio{` + selGPU + `,namespace=~"$namespace"}`, legend: "GPU {{gpu}} {{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}},
+		desc: "Each process's share of its GPU's busy time (sums to 1 over a busy GPU's processes): the 20 largest shares of the selected GPUs at each point, so that a fleet's view does not draw every process (choose a node or GPU to see all of its processes).",
+		qs:   []q{{expr: `topk(20, gpulens_process_gpu_time_share_ratio{` + selGPU + `,namespace=~"$namespace"})`, legend: "GPU {{gpu}} {{namespace}}/{{pod}} {{process_name}} ({{pid}})"}}},
 		stacked)
 	bd.table(panel{title: "Noisy neighbour per shared GPU", unit: "percentunit", w: 12, th: steps("green", 0.5, "orange"),
 		desc: "On each GPU with two or more active processes, the process with the largest share of the busy time (gpu:gpulens_process_gpu_time_share_ratio:top1): the likely noisy neighbour of the others.",

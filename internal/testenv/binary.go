@@ -32,6 +32,16 @@ const toolModfile = "tools/go.mod"
 // tools are the programs of toolModfile that Binary knows.
 var tools = map[string]bool{"prometheus": true, "promtool": true, "helm": true}
 
+// taggedTools are the pinned programs that need build tags, which go tool
+// cannot pass: the package and go run's build flags (the Makefile's make
+// thanos builds bin/thanos with the same). Thanos is pinned in a module of
+// its own (it needs another version of Prometheus's libraries than the
+// server of toolModfile) and needs its release's tags: slicelabels, the
+// labels layout its gRPC code casts to its own types.
+var taggedTools = map[string][]string{
+	"thanos": {"github.com/thanos-io/thanos/cmd/thanos", "-modfile=tools/thanos/go.mod", "-tags=slicelabels,netgo"},
+}
+
 // installed are the programs Binary finds installed instead of building
 // them: the names (or paths) it looks up, in order, and the variable that
 // turns "not installed" from a skip into a failure.
@@ -48,8 +58,8 @@ var installed = map[string]installedProgram{
 const buildTimeout = 15 * time.Minute
 
 // Binary returns the path of the program name (gpulens-exporter,
-// gpulens-loadgen, gpulens-verify, the pinned prometheus, promtool or
-// helm, or an installed chromium, see installed):
+// gpulens-loadgen, gpulens-verify, the pinned prometheus, promtool,
+// helm or thanos, or an installed chromium, see installed):
 // $GPULENS_BIN/name where GPULENS_BIN is set and has it, else the
 // executable the go command keeps in its build cache (see cached), built
 // once for all test binaries until the sources change: a rebuild links in
@@ -71,12 +81,12 @@ func Binary(t testing.TB, name string) string {
 func Binaries(t testing.TB, names ...string) []string {
 	t.Helper()
 	for _, name := range names {
-		if _, ok := installed[name]; packages[name] == "" && !tools[name] && !ok {
+		if _, ok := installed[name]; packages[name] == "" && !tools[name] && taggedTools[name] == nil && !ok {
 			t.Fatalf("testenv: no build for %q", name)
 		}
 	}
 	for _, name := range names {
-		if tools[name] && testing.Short() {
+		if (tools[name] || taggedTools[name] != nil) && testing.Short() {
 			t.Skipf("-short: needs the pinned %s", name)
 		}
 		if _, ok := installed[name]; ok && testing.Short() {
@@ -104,7 +114,9 @@ func Binaries(t testing.TB, names ...string) []string {
 			start := time.Now()
 			root, err := moduleRoot(ctx)
 			if err == nil {
-				if tools[name] {
+				if t := taggedTools[name]; t != nil {
+					out[i], err = cached(ctx, root, t[0], t[1:]...)
+				} else if tools[name] {
 					out[i], err = goOutput(ctx, root, "tool", "-modfile="+toolModfile, "-n", name)
 				} else {
 					out[i], err = cached(ctx, root, packages[name])
