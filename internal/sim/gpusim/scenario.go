@@ -17,6 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/yamlerr"
 )
 
@@ -605,28 +606,6 @@ var computeModes = map[string]nvml.ComputeMode{
 	"prohibited":        nvml.COMPUTEMODE_PROHIBITED,
 }
 
-// errorNames are the NVML return codes a fault may inject.
-var errorNames = map[string]nvml.Return{
-	"ERROR_UNINITIALIZED":           nvml.ERROR_UNINITIALIZED,
-	"ERROR_INVALID_ARGUMENT":        nvml.ERROR_INVALID_ARGUMENT,
-	"ERROR_NOT_SUPPORTED":           nvml.ERROR_NOT_SUPPORTED,
-	"ERROR_NO_PERMISSION":           nvml.ERROR_NO_PERMISSION,
-	"ERROR_NOT_FOUND":               nvml.ERROR_NOT_FOUND,
-	"ERROR_INSUFFICIENT_SIZE":       nvml.ERROR_INSUFFICIENT_SIZE,
-	"ERROR_INSUFFICIENT_POWER":      nvml.ERROR_INSUFFICIENT_POWER,
-	"ERROR_DRIVER_NOT_LOADED":       nvml.ERROR_DRIVER_NOT_LOADED,
-	"ERROR_TIMEOUT":                 nvml.ERROR_TIMEOUT,
-	"ERROR_IRQ_ISSUE":               nvml.ERROR_IRQ_ISSUE,
-	"ERROR_GPU_IS_LOST":             nvml.ERROR_GPU_IS_LOST,
-	"ERROR_RESET_REQUIRED":          nvml.ERROR_RESET_REQUIRED,
-	"ERROR_OPERATING_SYSTEM":        nvml.ERROR_OPERATING_SYSTEM,
-	"ERROR_LIB_RM_VERSION_MISMATCH": nvml.ERROR_LIB_RM_VERSION_MISMATCH,
-	"ERROR_IN_USE":                  nvml.ERROR_IN_USE,
-	"ERROR_MEMORY":                  nvml.ERROR_MEMORY,
-	"ERROR_NO_DATA":                 nvml.ERROR_NO_DATA,
-	"ERROR_UNKNOWN":                 nvml.ERROR_UNKNOWN,
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -860,12 +839,13 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		case faultError, faultSlow, faultHang:
 			if kind == faultError {
 				only("call", "error", "from", "until")
-				ret, ok := errorNames[f.Error]
-				if !ok {
+				// Any NVML error code, by its constant's name.
+				ret, ok := nvmlret.Parse(f.Error)
+				if !ok || ret == nvml.SUCCESS {
 					if f.Error == "" {
-						l.add(fp+".error", "missing error (one of %s)", strings.Join(sortedKeys(errorNames), ", "))
+						l.add(fp+".error", "missing error (one of %s)", strings.Join(nvmlret.Names(), ", "))
 					} else {
-						l.add(fp+".error", "unknown error %q (one of %s)", f.Error, strings.Join(sortedKeys(errorNames), ", "))
+						l.add(fp+".error", "unknown error %q (one of %s)", f.Error, strings.Join(nvmlret.Names(), ", "))
 					}
 				}
 				fs.ret = ret

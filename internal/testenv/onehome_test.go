@@ -1,0 +1,174 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneHome is a rule the product writes once: the folder (from the module
+// root) that holds it, and a finder of code that writes it again.
+type oneHome struct {
+	rule, home string
+	find       func(f *ast.File) []ast.Node
+}
+
+// oneHomes lists the rules that had a second spelling in the product
+// code and were given one home; a finder recognises the second spelling
+// by its shape. Test files are not scanned: they may spell a rule out to
+// check the home against it.
+var oneHomes = []oneHome{
+	{"NVML return codes: names, labels, what a reader does with each", "internal/nvmlret", nvmlReturnSpellings},
+}
+
+// TestEachRuleHasOneHome scans the module's Go files (tests left out) for
+// a rule of oneHomes written outside its home.
+func TestEachRuleHasOneHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := scanHomes(root, oneHomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Error(f)
+	}
+	if len(found) > 0 {
+		t.Log("use the rule's home (or move the rule there); see oneHomes in internal/testenv/onehome_test.go")
+	}
+}
+
+// scanHomes returns "path:line: RULE written outside HOME" for every
+// finding of homes in the non-test Go files under root (testdata, hidden
+// folders and nested modules skipped, as the go command does).
+func scanHomes(root string, homes []oneHome) ([]string, error) {
+	var found []string
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, h := range homes {
+			if rel == h.home || strings.HasPrefix(rel, h.home+"/") {
+				continue
+			}
+			for _, n := range h.find(f) {
+				found = append(found, fmt.Sprintf("%s:%d: %s written outside %s", rel, fset.Position(n.Pos()).Line, h.rule, h.home))
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// isSel reports whether e is pkg.name.
+func isSel(e ast.Expr, pkg, name string) bool {
+	s, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	x, ok := s.X.(*ast.Ident)
+	return ok && x.Name == pkg && s.Sel.Name == name
+}
+
+var nvmlConstName = regexp.MustCompile(`^"ERROR_[A-Z_]+"$`)
+
+// nvmlReturnSpellings finds a table of NVML return codes: a map between
+// nvml.Return and strings, or a return code's constant name in a string.
+func nvmlReturnSpellings(f *ast.File) []ast.Node {
+	nvml := importName(f, "github.com/NVIDIA/go-nvml/pkg/nvml")
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.MapType:
+			if nvml != "" && (isSel(n.Key, nvml, "Return") || isSel(n.Value, nvml, "Return")) {
+				out = append(out, n)
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING && nvmlConstName.MatchString(n.Value) {
+				out = append(out, n)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// Each finder catches the spelling its home replaced, in a file outside
+// the home, and not in the home or in a test file.
+func TestScanHomes(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/m\n",
+		"a/a.go": `package a
+
+import nv "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+var names = map[nv.Return]string{nv.ERROR_UNKNOWN: "unknown"}
+
+func f() string { return "ERROR_GPU_IS_LOST" }
+`,
+		"a/a_test.go":           `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
+		"internal/nvmlret/n.go": `package nvmlret; const y = "ERROR_UNKNOWN"`,
+		"tools/go.mod":          "module tools\n",
+		"tools/t.go":            `package t; const y = "ERROR_UNKNOWN"`,
+		"b/testdata/x.go":       `package x; const y = "ERROR_UNKNOWN"`,
+	}
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := scanHomes(root, oneHomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nv = "NVML return codes: names, labels, what a reader does with each written outside internal/nvmlret"
+	want := []string{
+		"a/a.go:5: " + nv,
+		"a/a.go:7: " + nv,
+	}
+	if !slices.Equal(found, want) {
+		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))
+	}
+}
