@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpulens/gpulens/internal/cudaver"
 	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
@@ -128,7 +129,7 @@ func NewSampler(lib nvml.Interface, collectors []NamedCollector, withXID bool, c
 		s.RecordError("SystemGetDriverVersion", nvmlret.Label(ret))
 	}
 	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
-		s.cudaVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+		s.cudaVersion = cudaver.Format(v)
 	} else {
 		s.RecordError("SystemGetCudaDriverVersion", nvmlret.Label(ret))
 	}

@@ -34,6 +34,7 @@ var oneHomes = []oneHome{
 	{"reading the text exposition format and a sample's value", "internal/promtext", expositionReading, map[string]string{
 		"alerts/promcheck/promcheck.go": "the lint of metric names: legacy name validation on purpose, with a protobuf fallback; it reads names, never values",
 	}},
+	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil},
 }
 
 // TestEachRuleHasOneHome scans the module's Go files (tests left out) for
@@ -153,6 +154,30 @@ func expositionReading(f *ast.File) []ast.Node {
 	return out
 }
 
+// cudaVersionArithmetic finds CUDA's version encoding worked out by hand:
+// the minor version as v % 1000 / 10, or a version as major*1000 + minor*10.
+func cudaVersionArithmetic(f *ast.File) []ast.Node {
+	isLit := func(e ast.Expr, v string) bool {
+		l, ok := ast.Unparen(e).(*ast.BasicLit)
+		return ok && l.Value == v
+	}
+	isOp := func(e ast.Expr, op token.Token, lit string) bool {
+		b, ok := ast.Unparen(e).(*ast.BinaryExpr)
+		return ok && b.Op == op && isLit(b.Y, lit)
+	}
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if b, ok := n.(*ast.BinaryExpr); ok {
+			if (b.Op == token.QUO && isLit(b.Y, "10") && isOp(b.X, token.REM, "1000")) ||
+				(b.Op == token.ADD && isOp(b.X, token.MUL, "1000") && isOp(b.Y, token.MUL, "10")) {
+				out = append(out, b)
+			}
+		}
+		return true
+	})
+	return out
+}
+
 // Each finder catches the spelling its home replaced, in a file outside
 // the home, and not in the home or in a test file.
 func TestScanHomes(t *testing.T) {
@@ -174,6 +199,8 @@ func value(m *dto.Metric) float64 {
 	}
 	return new(expfmt.TextParser).TextToMetricFamilies(nil)
 }
+
+func cuda(v int) (string, int) { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10), 12*1000 + 4*10 }
 `,
 		"alerts/promcheck/promcheck.go": `package promcheck; var x = p.TextToMetricFamilies(nil)`,
 		"a/a_test.go":                   `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
@@ -197,12 +224,15 @@ func value(m *dto.Metric) float64 {
 	}
 	const nv = "NVML return codes: names, labels, what a reader does with each written outside internal/nvmlret"
 	const tx = "reading the text exposition format and a sample's value written outside internal/promtext"
+	const cv = "CUDA's version encoding (1000 × major + 10 × minor) and its text written outside internal/cudaver"
 	want := []string{
 		"a/a.go:5: " + nv,
 		"a/a.go:7: " + nv,
 		"a/a.go:10: " + tx,
 		"a/a.go:11: " + tx,
 		"a/a.go:13: " + tx,
+		"a/a.go:16: " + cv,
+		"a/a.go:16: " + cv,
 	}
 	if !slices.Equal(found, want) {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))

@@ -74,11 +74,3 @@ func fmtPct(r float64) string {
 	}
 	return trim(p, 0) + " %"
 }
-
-// fmtCUDAVersion formats CUDA's version encoding: 12040 → "12.4".
-func fmtCUDAVersion(v int) string {
-	if v <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
-}

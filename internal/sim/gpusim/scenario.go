@@ -10,13 +10,13 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpulens/gpulens/internal/cudaver"
 	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/yamlerr"
 )
@@ -618,7 +618,6 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 var nodeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-var cudaRE = regexp.MustCompile(`^(\d{1,2})\.(\d{1,2})$`)
 var driverRE = regexp.MustCompile(`^\d{3}\.\d{1,3}(\.\d{1,3})?$`)
 
 func validate(r *rawScenario, l *errList) *Scenario {
@@ -632,13 +631,10 @@ func validate(r *rawScenario, l *errList) *Scenario {
 	}
 	sc.cudaVersion = 12040
 	if r.CudaVersion != "" {
-		m := cudaRE.FindStringSubmatch(r.CudaVersion)
-		if m == nil {
+		if v, err := cudaver.Parse(r.CudaVersion); err != nil {
 			l.add("cuda_version", "invalid CUDA version %q (expected MAJOR.MINOR, e.g. 12.4)", r.CudaVersion)
 		} else {
-			major, _ := strconv.Atoi(m[1])
-			minor, _ := strconv.Atoi(m[2])
-			sc.cudaVersion = major*1000 + minor*10
+			sc.cudaVersion = v
 		}
 	}
 	sc.callLatency = parseDuration(l, "call_latency", r.CallLatency, 0)
