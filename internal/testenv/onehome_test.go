@@ -35,6 +35,7 @@ var oneHomes = []oneHome{
 		"alerts/promcheck/promcheck.go": "the lint of metric names: legacy name validation on purpose, with a protobuf fallback; it reads names, never values",
 	}},
 	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil},
+	{"a number written for people (digits, trailing zeros)", "internal/humanfmt", trailingZeroTrim, nil},
 }
 
 // TestEachRuleHasOneHome scans the module's Go files (tests left out) for
@@ -178,6 +179,22 @@ func cudaVersionArithmetic(f *ast.File) []ast.Node {
 	return out
 }
 
+// trailingZeroTrim finds a number's trailing zeros cut by hand, the core
+// of every hand-written number formatter: strings.TrimRight(s, "0").
+func trailingZeroTrim(f *ast.File) []ast.Node {
+	strs := importName(f, "strings")
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok && strs != "" && isSel(c.Fun, strs, "TrimRight") && len(c.Args) == 2 {
+			if l, ok := c.Args[1].(*ast.BasicLit); ok && l.Value == `"0"` {
+				out = append(out, c)
+			}
+		}
+		return true
+	})
+	return out
+}
+
 // Each finder catches the spelling its home replaced, in a file outside
 // the home, and not in the home or in a test file.
 func TestScanHomes(t *testing.T) {
@@ -202,6 +219,12 @@ func value(m *dto.Metric) float64 {
 
 func cuda(v int) (string, int) { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10), 12*1000 + 4*10 }
 `,
+		"c/c.go": `package c
+
+import str "strings"
+
+func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
+`,
 		"alerts/promcheck/promcheck.go": `package promcheck; var x = p.TextToMetricFamilies(nil)`,
 		"a/a_test.go":                   `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
 		"internal/nvmlret/n.go":         `package nvmlret; const y = "ERROR_UNKNOWN"`,
@@ -225,6 +248,7 @@ func cuda(v int) (string, int) { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10
 	const nv = "NVML return codes: names, labels, what a reader does with each written outside internal/nvmlret"
 	const tx = "reading the text exposition format and a sample's value written outside internal/promtext"
 	const cv = "CUDA's version encoding (1000 × major + 10 × minor) and its text written outside internal/cudaver"
+	const hf = "a number written for people (digits, trailing zeros) written outside internal/humanfmt"
 	want := []string{
 		"a/a.go:5: " + nv,
 		"a/a.go:7: " + nv,
@@ -233,6 +257,7 @@ func cuda(v int) (string, int) { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10
 		"a/a.go:13: " + tx,
 		"a/a.go:16: " + cv,
 		"a/a.go:16: " + cv,
+		"c/c.go:5: " + hf,
 	}
 	if !slices.Equal(found, want) {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))

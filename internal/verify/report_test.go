@@ -314,7 +314,7 @@ func TestFormat(t *testing.T) {
 		{fmtRate(52.1e9), "52.1 GB/s"}, {fmtRate(2.953e12), "2.95 TB/s"}, {fmtRate(800e6), "800 MB/s"},
 		{fmtFLOPS(543.6e12), "544 TFLOP/s"}, {fmtFLOPS(53.61e12), "53.6 TFLOP/s"}, {fmtFLOPS(2.25e15), "2.25 PFLOP/s"},
 		{fmtDuration(8200 * time.Nanosecond), "8.2 µs"}, {fmtDuration(2 * time.Millisecond), "2 ms"}, {fmtDuration(300), "300 ns"},
-		{fmtPct(0.4812), "48 %"}, {fmtPct(0.0012), "0.1 %"}, {cudaver.Format(12040), "12.4"}, {cudaver.Format(13000), "13.0"},
+		{fmtPct(0.4812), "48 %"}, {fmtPct(0.0012), "0.12 %"}, {fmtRate(724.7e9), "725 GB/s"}, {cudaver.Format(12040), "12.4"}, {cudaver.Format(13000), "13.0"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
