@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,42 +60,17 @@ func TestEachRuleHasOneHome(t *testing.T) {
 // folders and nested modules skipped, as the go command does).
 func scanHomes(root string, homes []oneHome) ([]string, error) {
 	var found []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			if path != root {
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir
+	err := parseGoFiles(root, func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") },
+		func(fset *token.FileSet, rel string, f *ast.File) {
+			for _, h := range homes {
+				if rel == h.home || strings.HasPrefix(rel, h.home+"/") || h.allowed[rel] != "" {
+					continue
+				}
+				for _, n := range h.find(f) {
+					found = append(found, fmt.Sprintf("%s:%d: %s written outside %s", rel, fset.Position(n.Pos()).Line, h.rule, h.home))
 				}
 			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		for _, h := range homes {
-			if rel == h.home || strings.HasPrefix(rel, h.home+"/") || h.allowed[rel] != "" {
-				continue
-			}
-			for _, n := range h.find(f) {
-				found = append(found, fmt.Sprintf("%s:%d: %s written outside %s", rel, fset.Position(n.Pos()).Line, h.rule, h.home))
-			}
-		}
-		return nil
-	})
+		})
 	return found, err
 }
 
@@ -232,15 +203,7 @@ func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
 		"tools/t.go":                    `package t; const y = "ERROR_UNKNOWN"`,
 		"b/testdata/x.go":               `package x; const y = "ERROR_UNKNOWN"`,
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files)
 	found, err := scanHomes(root, oneHomes)
 	if err != nil {
 		t.Fatal(err)
