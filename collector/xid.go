@@ -60,7 +60,7 @@ func (x *xidWatcher) run(ctx context.Context) {
 	set, ret := x.lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
 		x.errs.RecordError("EventSetCreate", nvmlret.Label(ret))
-		x.logger.Warn("XID events unavailable", "err", ret.Error())
+		x.logger.Warn("XID events unavailable", "err", nvmlret.Describe(ret))
 		return
 	}
 	defer set.Free()

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/sim/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
@@ -112,12 +113,12 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		src.CUDAError = g.driverErr.Error()
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		src.NVMLError = "initialising NVML: " + ret.Error()
+		src.NVMLError = "initialising NVML: " + nvmlret.Describe(ret)
 	} else {
 		src.NVML = lib
 		closers = append(closers, func() {
 			if ret := lib.Shutdown(); ret != nvml.SUCCESS {
-				logger.Warn("NVML shutdown", "err", ret.Error())
+				logger.Warn("NVML shutdown", "err", nvmlret.Describe(ret))
 			}
 		})
 	}

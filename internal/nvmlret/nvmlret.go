@@ -81,6 +81,17 @@ func Label(r nvml.Return) string {
 	return fmt.Sprintf("code_%d", int32(r))
 }
 
+// Describe is r for a person: its Name, then the loaded library's own
+// text when it has another ("ERROR_DRIVER_NOT_LOADED (Driver Not
+// Loaded)"), for logs and messages; never for labels or data.
+func Describe(r nvml.Return) string {
+	name, text := Name(r), r.Error() //nolint:forbidigo // the one place the library's text is read, next to the stable name
+	if text == "" || text == name {
+		return name
+	}
+	return name + " (" + text + ")"
+}
+
 // Parse is the code Name calls s; ok is false for a name it does not know.
 func Parse(s string) (r nvml.Return, ok bool) {
 	for _, c := range codes {
