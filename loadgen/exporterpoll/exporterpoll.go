@@ -299,10 +299,10 @@ func (p *Poller) Info() *report.GPUInfo {
 // Window collects the samples of one run: every successful scrape from
 // Begin to End (Restart drops those before it).
 type Window struct {
-	p          *Poller
-	samples    []sample  // guarded by p.mu
-	err        string    // the last failed scrape's error; guarded by p.mu
-	start, end time.Time // the run's edges: the first and last scrapes' times
+	p       *Poller
+	samples []sample  // guarded by p.mu
+	err     string    // the last failed scrape's error; guarded by p.mu
+	start   time.Time // the run's start: the first scrape's time
 }
 
 // Begin opens a window and polls once: its first sample.
