@@ -7,8 +7,9 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 BIN := bin
 SCRATCH := .scratch
-# The pinned tools (the Prometheus server, promtool, helm) live in their own
-# module, tools/go.mod, so go.mod lists only what the product imports. Run one
+# The pinned tools (the Prometheus server, promtool, helm, golangci-lint)
+# live in their own module, tools/go.mod, so go.mod lists only what the
+# product imports. Run one
 # from the repository root as `go tool -modfile=tools/go.mod NAME ARGS`, e.g.
 # `go tool -modfile=tools/go.mod promtool check rules alerts/*.rules.yml`;
 # tidy it with `cd tools && go mod tidy` (check-mod checks both modules).
@@ -45,7 +46,7 @@ export DEMO_GPU_HOURLY_USD ?=
 # limit (internal/testenv builds a tool for up to 15 minutes).
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace scenario-alerts alerts-test-bin race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost fleet-bench thanos test-thanos
+.PHONY: all build release images print-version tools tools-cache test check vet unit unit-race unit-norace scenario-alerts alerts-test-bin race-deps ensure-chromium check-mod check-metrics check-rules dashboards generate demo bench gpu-smoke check-ptx fmt clean real-gpu-validate real-gpu-validate-sim probe-tenant-cost fleet-bench thanos test-thanos lint
 
 all: build
 
@@ -81,7 +82,8 @@ images:
 print-version:
 	@printf 'VERSION=%s\nREVISION=%s\nBUILD_DATE=%s\nLDFLAGS=%s\n' '$(VERSION)' '$(REVISION)' '$(BUILD_DATE)' '$(strip $(LDFLAGS))'
 
-# The pinned tools as binaries in bin/ (prometheus, promtool, helm), e.g. to
+# The pinned tools as binaries in bin/ (prometheus, promtool, helm,
+# golangci-lint), e.g. to
 # copy to a machine without Go (scripts/gpu-smoke.sh's PROMTOOL).
 tools:
 	$(GO) build -modfile=$(TOOLS_MODFILE) -o $(BIN)/ tool
@@ -159,12 +161,21 @@ alerts-test-bin:
 scenario-alerts: $(BUILD_FIRST) $(if $(BUILT),,alerts-test-bin)
 	cd alerts && GPULENS_BIN=$(abspath $(BIN)) $(abspath $(ALERTS_TEST_BIN)) -test.count=1 -test.timeout=$(TEST_TIMEOUT) -test.v -test.run '^$(SCENARIO_TEST)$$'
 
-# The inner loop: gofmt and vet, then every test that needs no real
-# Prometheus, promtool, Chromium or build of a tool (-short skips those).
-# Warm, about 80 s on two busy cores; 10 s when nothing changed
+# The inner loop: gofmt and vet, the lint, then every test that needs no
+# real Prometheus, promtool, Chromium or build of a tool (-short skips
+# those). Warm, about 80 s on two busy cores; 10 s when nothing changed
 # (docs/benchmarks.md#test-loop).
-check: vet
+check: vet lint
 	$(GO) test -short -timeout=$(TEST_TIMEOUT) ./...
+
+# golangci-lint, pinned in tools/go.mod, with the linters .golangci.yml
+# chooses and says why; its cache (the analyses of unchanged packages)
+# in LINT_CACHE, made here. Every finding fails; docs/benchmarks.md has
+# its cold and warm times.
+LINT_CACHE ?= $(abspath $(SCRATCH))/golangci-lint
+lint:
+	@mkdir -p '$(LINT_CACHE)'
+	GOLANGCI_LINT_CACHE='$(LINT_CACHE)' $(GO) tool -modfile=$(TOOLS_MODFILE) golangci-lint run ./...
 
 ensure-chromium:
 	@bash scripts/ensure-chromium.sh

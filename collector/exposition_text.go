@@ -222,15 +222,6 @@ func (t *snapshotText) gather(ms []prometheus.Metric, live prometheus.Gatherer) 
 	return fams, mfs, warn, nil
 }
 
-// render writes the snapshot and the exporter's own metrics, as text.
-func (t *snapshotText) render(buf *bytes.Buffer, ms []prometheus.Metric, live prometheus.Gatherer) (warn, err error) {
-	fams, mfs, warn, err := t.gather(ms, live)
-	if err != nil {
-		return warn, err
-	}
-	return warn, t.write(buf, fams, mfs, false)
-}
-
 // Registry is a prometheus.Registry that remembers its collectors, so that
 // an Exposition serving it collects them on the render's goroutine and
 // writes them as it writes the snapshot: a prometheus.Registry collects

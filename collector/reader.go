@@ -5,6 +5,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 // ErrorRecorder counts failed NVML calls by call name and error.
@@ -39,8 +41,7 @@ func Call[T any](r *Reader, name string, f func() (T, nvml.Return)) (T, bool) {
 
 // callRet is Call for callers that act on the return code themselves (to
 // fall back to another call when one is unsupported). It counts failures like
-// Call; ERROR_FUNCTION_NOT_FOUND (an older driver without the symbol) is not
-// counted.
+// Call.
 func callRet[T any](r *Reader, name string, f func() (T, nvml.Return)) (T, nvml.Return) {
 	var zero T
 	if r.lost {
@@ -49,27 +50,26 @@ func callRet[T any](r *Reader, name string, f func() (T, nvml.Return)) (T, nvml.
 	r.current.Store(&name)
 	v, ret := f()
 	r.current.Store(nil)
-	if ret == nvml.ERROR_FUNCTION_NOT_FOUND {
-		return v, ret
-	}
 	r.check(name, ret)
 	return v, ret
 }
 
-// check classifies a return code; see Call.
+// check classifies a return code (nvmlret.Classify): a value that is
+// absent (ERROR_NOT_SUPPORTED; ERROR_FUNCTION_NOT_FOUND, an older driver
+// without the symbol) is not a failure; see Call.
 func (r *Reader) check(name string, ret nvml.Return) bool {
-	switch ret {
-	case nvml.SUCCESS:
+	switch nvmlret.Classify(ret) {
+	case nvmlret.OK:
 		r.success++
 		return true
-	case nvml.ERROR_NOT_SUPPORTED:
+	case nvmlret.Absent:
 		return false
-	case nvml.ERROR_GPU_IS_LOST:
+	case nvmlret.Lost:
 		r.lost = true
 	}
 	r.failures++
 	if r.errs != nil {
-		r.errs.RecordError(name, returnName(ret))
+		r.errs.RecordError(name, nvmlret.Label(ret))
 	}
 	return false
 }

@@ -11,6 +11,9 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpulens/gpulens/internal/cudaver"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 // Config tunes the sampler.
@@ -123,12 +126,12 @@ func NewSampler(lib nvml.Interface, collectors []NamedCollector, withXID bool, c
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		s.driverVersion = v
 	} else {
-		s.RecordError("SystemGetDriverVersion", returnName(ret))
+		s.RecordError("SystemGetDriverVersion", nvmlret.Label(ret))
 	}
 	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
-		s.cudaVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+		s.cudaVersion = cudaver.Format(v)
 	} else {
-		s.RecordError("SystemGetCudaDriverVersion", returnName(ret))
+		s.RecordError("SystemGetCudaDriverVersion", nvmlret.Label(ret))
 	}
 	for i := 0; i < n; i++ {
 		w := &deviceWorker{s: s, index: i, gpu: strconv.Itoa(i), activity: &activityLog{}}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 var (
@@ -57,8 +59,8 @@ func newXIDWatcher(lib nvml.Interface, count int, errs ErrorRecorder, logger *sl
 func (x *xidWatcher) run(ctx context.Context) {
 	set, ret := x.lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
-		x.errs.RecordError("EventSetCreate", returnName(ret))
-		x.logger.Warn("XID events unavailable", "err", ret.Error())
+		x.errs.RecordError("EventSetCreate", nvmlret.Label(ret))
+		x.logger.Warn("XID events unavailable", "err", nvmlret.Describe(ret))
 		return
 	}
 	defer set.Free()
@@ -85,7 +87,7 @@ func (x *xidWatcher) run(ctx context.Context) {
 			}
 		case nvml.ERROR_TIMEOUT:
 		default:
-			x.errs.RecordError("EventSetWait", returnName(ret))
+			x.errs.RecordError("EventSetWait", nvmlret.Label(ret))
 			select { // do not spin on a broken event set
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -97,18 +99,18 @@ func (x *xidWatcher) run(ctx context.Context) {
 func (x *xidWatcher) register(set nvml.EventSet, i int) bool {
 	h, ret := x.lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
-		x.errs.RecordError("DeviceGetHandleByIndex", returnName(ret))
+		x.errs.RecordError("DeviceGetHandleByIndex", nvmlret.Label(ret))
 		return false
 	}
 	uuid, ret := h.GetUUID()
 	if ret != nvml.SUCCESS {
-		x.errs.RecordError("GetUUID", returnName(ret))
+		x.errs.RecordError("GetUUID", nvmlret.Label(ret))
 		return false
 	}
 	supported, ret := h.GetSupportedEventTypes()
 	if ret != nvml.SUCCESS {
 		if ret != nvml.ERROR_NOT_SUPPORTED {
-			x.errs.RecordError("GetSupportedEventTypes", returnName(ret))
+			x.errs.RecordError("GetSupportedEventTypes", nvmlret.Label(ret))
 		}
 		return false
 	}
@@ -116,7 +118,7 @@ func (x *xidWatcher) register(set nvml.EventSet, i int) bool {
 		return false
 	}
 	if ret := h.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-		x.errs.RecordError("RegisterEvents", returnName(ret))
+		x.errs.RecordError("RegisterEvents", nvmlret.Label(ret))
 		return false
 	}
 	x.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpulens/gpulens/collector"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/sim/gpusim"
 )
 
@@ -129,11 +130,11 @@ func simSources(fleet *gpusim.Fleet, o *options, logger *slog.Logger) (*sources,
 // initNVML initialises lib and returns its shutdown.
 func initNVML(lib nvml.Interface, logger *slog.Logger) (shutdown func(), err error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("initialising NVML: %s (is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path? Try --sim.scenario=dgx-h100 to run without a GPU)", ret.Error())
+		return nil, fmt.Errorf("initialising NVML: %s (is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path? Try --sim.scenario=dgx-h100 to run without a GPU)", nvmlret.Describe(ret))
 	}
 	return func() {
 		if ret := lib.Shutdown(); ret != nvml.SUCCESS {
-			logger.Warn("NVML shutdown", "err", ret.Error())
+			logger.Warn("NVML shutdown", "err", nvmlret.Describe(ret))
 		}
 	}, nil
 }

@@ -264,5 +264,8 @@ func (f *loadFlags) options() (campaign.Options, error) {
 	if err := f.prompt.apply(&o); err != nil {
 		return o, err
 	}
-	return o, f.workload.apply(&o, f.target)
+	// apply changes o: read it after the call (in one return statement
+	// Go may read o first).
+	err = f.workload.apply(&o, f.target)
+	return o, err
 }

@@ -4,6 +4,8 @@ import "github.com/gpulens/gpulens/loadgen/option"
 
 // The libraries name their options in errors as their configurations do
 // (package option); these maps spell each option as the flag that sets it.
+// TestOptionFlagNamesComplete fails on an option a library names that its
+// command's map does not spell.
 
 // loadFlagNames are the options of run, sweep and merge.
 var loadFlagNames = map[option.Name]string{
@@ -11,6 +13,9 @@ var loadFlagNames = map[option.Name]string{
 	"Endpoint":       "--endpoint",
 	"Timeout":        "--timeout",
 	"APIKey":         "the API key (--api-key-file or $OPENAI_API_KEY)",
+	"Levels":         "the levels (--concurrency or --rate)",
+	"Mode":           "the mode",
+	"Offsets":        "--trace",
 	"Concurrency":    "--concurrency",
 	"Rate":           "--rate",
 	"Arrival":        "--arrival",

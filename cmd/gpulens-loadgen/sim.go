@@ -88,7 +88,7 @@ func simCommand(app *kingpin.Application) command {
 				return flagged(gpuTieFlagNames, fmt.Errorf("invalid GPU tie: %w", err))
 			}
 		}
-		ln, err := net.Listen("tcp", f.listenAddress)
+		ln, err := new(net.ListenConfig).Listen(ctx, "tcp", f.listenAddress)
 		if err != nil {
 			return fmt.Errorf("--sim.listen-address: %w", err)
 		}
@@ -146,7 +146,7 @@ func serveSim(ctx context.Context, ln net.Listener, s *simserver.Server, shutdow
 	}
 	s.Close()
 	stopSched()
-	<-schedDone
+	_ = <-schedDone // the scheduler stopped by its cancelled context: waited for
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpulens/gpulens/internal/bytesize"
 	"github.com/gpulens/gpulens/internal/cliflag"
+	"github.com/gpulens/gpulens/internal/cudaver"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 	"github.com/gpulens/gpulens/internal/gpuspec"
 	"github.com/gpulens/gpulens/internal/sim/simflag"
@@ -103,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.expect.Driver = strings.TrimSpace(r.expectDriver)
 	}
 	if r.expectCUDA != "" {
-		if _, err := verify.ParseCUDAVersion(r.expectCUDA); err != nil {
+		if _, err := cudaver.Parse(r.expectCUDA); err != nil {
 			return nil, fmt.Errorf("--expect.cuda: %w", err)
 		}
 		o.expect.CUDA = strings.TrimSpace(r.expectCUDA)

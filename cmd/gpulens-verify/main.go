@@ -20,14 +20,16 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/sim/simflag"
 	"github.com/gpulens/gpulens/internal/verify"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // run is main without the process exit, so tests can drive it. The report
@@ -112,12 +114,12 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		src.CUDAError = g.driverErr.Error()
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		src.NVMLError = "initialising NVML: " + ret.Error()
+		src.NVMLError = "initialising NVML: " + nvmlret.Describe(ret)
 	} else {
 		src.NVML = lib
 		closers = append(closers, func() {
 			if ret := lib.Shutdown(); ret != nvml.SUCCESS {
-				logger.Warn("NVML shutdown", "err", ret.Error())
+				logger.Warn("NVML shutdown", "err", nvmlret.Describe(ret))
 			}
 		})
 	}

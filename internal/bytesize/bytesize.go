@@ -23,6 +23,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpulens/gpulens/internal/humanfmt"
 )
 
 // Binary units.
@@ -127,18 +129,8 @@ func Human(b float64) string {
 		}
 	}
 	v := b / size
-	digits := 0
-	switch a := math.Abs(v); {
-	case a == 0 || name == "B":
-		digits = 0
-	case a < 9.995:
-		digits = 2
-	case a < 99.95:
-		digits = 1
+	if name == "B" {
+		return humanfmt.Fixed(v, 0) + " B"
 	}
-	s := strconv.FormatFloat(v, 'f', digits, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s + " " + name
+	return humanfmt.Sig(v, 3) + " " + name
 }

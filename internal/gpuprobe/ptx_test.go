@@ -163,7 +163,7 @@ func TestPTXWorkPerIteration(t *testing.T) {
 			for c := 0; c < tc.chains; c++ {
 				d := strings.SplitN(dests[c], ",", 2)[0]
 				if tc.instr != "fma.rn.f32" {
-					d = dests[c][:strings.Index(dests[c], "}")]
+					d, _, _ = strings.Cut(dests[c], "}")
 				}
 				if first[d] {
 					t.Fatalf("%s: chains share accumulator %s", tc.loop, d)

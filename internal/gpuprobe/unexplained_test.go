@@ -195,14 +195,13 @@ func TestUnexplainedDoneWhen(t *testing.T) {
 		tenant := tlContext{pid: tenantPID} // bursty at the phase
 		t.Run(fmt.Sprintf("period %s", period), func(t *testing.T) {
 			type want struct {
-				name                string
-				mk                  func(ph, align time.Duration) timeline
-				atLeast, atMost     float64 // the mean
-				upperAtLeast        float64 // the mean upper bound: says it cannot tell
-				onlyShortPeriod     bool    // the figure holds only for sample periods within the window spread
-				mostAtMost          float64 // every phase (0: not checked)
-				leastAtLeast        float64
-				leastAtLeastOnShort bool
+				name            string
+				mk              func(ph, align time.Duration) timeline
+				atLeast, atMost float64 // the mean
+				upperAtLeast    float64 // the mean upper bound: says it cannot tell
+				onlyShortPeriod bool    // the figure holds only for sample periods within the window spread
+				mostAtMost      float64 // every phase (0: not checked)
+				leastAtLeast    float64
 			}
 			for _, w := range []want{
 				{name: "bursty tenant beside an invisible neighbour of 0.5", mk: mk(probe, tenant, neighbour), atLeast: 0.35, atMost: 0.5, onlyShortPeriod: true, upperAtLeast: 0.45},

@@ -66,7 +66,7 @@ func TestReadErrorsKeepNetConnSemantics(t *testing.T) {
 	if err != nil || string(b) != "bye" {
 		t.Fatalf("ReadAll = %q, %v", b, err)
 	}
-	if n, err := c.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+	if n, err := c.Read(make([]byte, 8)); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("read after EOF = %d, %v", n, err)
 	}
 }

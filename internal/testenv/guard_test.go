@@ -156,15 +156,7 @@ func ok() { _ = exec.Command("x") }
 `,
 		"testdata/skip_test.go": "package broken {",
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files)
 	found, err := scanTests(root)
 	if err != nil {
 		t.Fatal(err)
@@ -195,13 +187,21 @@ type finding struct {
 	pos, kind, fn string
 }
 
-// scanTests parses every _test.go file under root, skipping testdata,
-// hidden and underscore folders and nested modules (a go.mod of their own),
-// as the go command does.
+// scanTests parses every _test.go file under root (parseGoFiles).
 func scanTests(root string) ([]finding, error) {
 	var out []finding
+	err := parseGoFiles(root, func(rel string) bool { return strings.HasSuffix(rel, "_test.go") },
+		func(fset *token.FileSet, rel string, f *ast.File) { out = append(out, scanFile(fset, rel, f)...) })
+	return out, err
+}
+
+// parseGoFiles parses every .go file under root that keep accepts (its
+// path from root, with slashes) and hands it to use, skipping testdata,
+// vendor, hidden and underscore folders and nested modules (a go.mod of
+// their own), as the go command does.
+func parseGoFiles(root string, keep func(rel string) bool, use func(fset *token.FileSet, rel string, f *ast.File)) error {
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -212,22 +212,35 @@ func scanTests(root string) ([]finding, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
 		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if !strings.HasSuffix(rel, ".go") || !keep(rel) {
+			return nil
+		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
-		out = append(out, scanFile(fset, rel, f)...)
+		use(fset, rel, f)
 		return nil
 	})
-	return out, err
+}
+
+// writeTree writes files (path from root → content) under root.
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func scanFile(fset *token.FileSet, rel string, f *ast.File) []finding {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gpulens/gpulens/internal/cudaver"
 )
 
 // Buyer's questions, by answer ID.
@@ -376,18 +378,18 @@ func cudaVersion(rep *Report, o Options) Check {
 	if v == 0 {
 		return notMeasured(id, title, "neither CUDA nor NVML reported the CUDA driver version")
 	}
-	got := fmtCUDAVersion(v)
+	got := cudaver.Format(v)
 	if o.Expect.CUDA == "" {
 		return check(id, title, StatusPass, "the driver supports CUDA %s", got)
 	}
-	want, err := ParseCUDAVersion(o.Expect.CUDA)
+	want, err := cudaver.Parse(o.Expect.CUDA)
 	if err != nil {
 		return check(id, title, StatusWarn, "cannot compare with %q: %v", o.Expect.CUDA, err)
 	}
 	if v < want {
-		return check(id, title, StatusFail, "the driver supports CUDA %s, older than the %s you need", got, fmtCUDAVersion(want))
+		return check(id, title, StatusFail, "the driver supports CUDA %s, older than the %s you need", got, cudaver.Format(want))
 	}
-	return check(id, title, StatusPass, "the driver supports CUDA %s (you need %s or newer)", got, fmtCUDAVersion(want))
+	return check(id, title, StatusPass, "the driver supports CUDA %s (you need %s or newer)", got, cudaver.Format(want))
 }
 
 func hostAnswers(rep *Report) []Answer {
@@ -398,26 +400,6 @@ func hostAnswers(rep *Report) []Answer {
 	}
 	return []Answer{{ID: AnswerVersions, Question: questions[AnswerVersions], Status: worst(m, CheckDriver, CheckCUDAVersion),
 		Answer: strings.Join(parts, "; ")}}
-}
-
-// ParseCUDAVersion parses "12.4" (or "12") into CUDA's encoding, 12040.
-func ParseCUDAVersion(s string) (int, error) {
-	parts := strings.Split(strings.TrimSpace(s), ".")
-	if len(parts) > 2 || parts[0] == "" {
-		return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
-	}
-	major, err := strconv.Atoi(parts[0])
-	if err != nil || major <= 0 || major > 99 {
-		return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
-	}
-	minor := 0
-	if len(parts) == 2 {
-		minor, err = strconv.Atoi(parts[1])
-		if err != nil || minor < 0 || minor > 99 {
-			return 0, fmt.Errorf("%q is not a CUDA version (use e.g. 12.4)", s)
-		}
-	}
-	return major*1000 + minor*10, nil
 }
 
 // parseVersion splits a dotted version into numbers.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/bytesize"
+	"github.com/gpulens/gpulens/internal/cudaver"
 )
 
 // `gpulens-verify compare`: two or more reports of this tool (the same host
@@ -302,7 +303,7 @@ func refOf(n NamedReport) ReportRef {
 		ref.Driver = r.Host.NVML.DriverVersion
 	}
 	if v, _ := cudaDriverVersion(r.Host); v > 0 {
-		ref.CUDA = fmtCUDAVersion(v)
+		ref.CUDA = cudaver.Format(v)
 	}
 	return ref
 }

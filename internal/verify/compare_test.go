@@ -291,7 +291,7 @@ func TestCompare(t *testing.T) {
 	}{
 		{g0, "fp32_flops", VerdictWorse, BasisRunsApart, "60.1 TFLOP/s → 15 TFLOP/s (-75 %), beyond the tolerance of 3 TFLOP/s; every run of one is beyond every run of the other (runs 59.9 TFLOP/s–60.2 TFLOP/s vs 14.9 TFLOP/s–15 TFLOP/s; chance 1 in 20)"},
 		{g0, "device_copy_bytes_per_second", VerdictWorse, BasisRunsApart, "2.9 TB/s → 725 GB/s (-75 %)"},
-		{g0, "h2d_bytes_per_second", VerdictSame, BasisWithinTolerance, "52 GB/s → 51.9 GB/s (-0.3 %): within the tolerance of 2.6 GB/s"},
+		{g0, "h2d_bytes_per_second", VerdictSame, BasisWithinTolerance, "52 GB/s → 51.9 GB/s (-0.27 %): within the tolerance of 2.6 GB/s"},
 		{g0, "memory_total_bytes", VerdictSame, BasisWithinTolerance, "79.5 GiB → 79.5 GiB (0 %)"},
 		{g0, "launch_latency_seconds", VerdictInconclusive, BasisRunsOverlap, "8 µs → 9.5 µs (+19 %), beyond the tolerance of 400 ns, but the runs 7.9 µs–8.3 µs vs 8.1 µs–30 µs overlap"},
 		{g0, "stolen_ratio", VerdictWorse, BasisRunsApart, "0 % → 75 % (+75 pts), beyond the tolerance of 5 points"},

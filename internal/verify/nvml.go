@@ -8,6 +8,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpulens/gpulens/internal/gpuid"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 // Library is the slice of NVML gpulens-verify reads. go-nvml's
@@ -20,10 +21,13 @@ type Library interface {
 	DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return)
 }
 
-// CallError is an NVML call that failed with anything but NOT_SUPPORTED.
+// CallError is an NVML call that failed with anything but NOT_SUPPORTED or
+// FUNCTION_NOT_FOUND (those are NotAvailable).
 type CallError struct {
 	Call string `json:"call"`
-	Err  string `json:"error"`
+	// Err is the return code's name, "ERROR_UNKNOWN" (nvmlret.Name: the
+	// same with any driver), or why the call did not return.
+	Err string `json:"error"`
 }
 
 // NVMLHost is what NVML says of the host and its GPUs, read before the
@@ -191,13 +195,13 @@ func (r reader) do(call string, f func() nvml.Return) (ok bool) {
 		}
 	}()
 	ret := f()
-	switch ret {
-	case nvml.SUCCESS:
+	switch nvmlret.Classify(ret) {
+	case nvmlret.OK:
 		return true
-	case nvml.ERROR_NOT_SUPPORTED:
+	case nvmlret.Absent:
 		*r.notAvailable = append(*r.notAvailable, call)
 	default:
-		*r.errs = append(*r.errs, CallError{Call: call, Err: ret.Error()})
+		*r.errs = append(*r.errs, CallError{Call: call, Err: nvmlret.Name(ret)})
 	}
 	return false
 }

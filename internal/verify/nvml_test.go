@@ -109,7 +109,7 @@ func TestGatherNVMLMIGAndLibraryErrors(t *testing.T) {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	lib := mockLibrary(parent)
-	lib.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
+	lib.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 	h, _ := GatherNVML(lib, 1)
 	if len(h.Errors) != 1 || h.Errors[0].Call != "SystemGetCudaDriverVersion" {
 		t.Errorf("host errors %+v", h.Errors)
@@ -138,5 +138,23 @@ func TestGatherNVMLNoDevices(t *testing.T) {
 	h, handles := GatherNVML(lib, 1)
 	if len(h.GPUs) != 0 || handles != nil || len(h.Errors) != 1 || h.Errors[0].Err != "ERROR_DRIVER_NOT_LOADED" {
 		t.Errorf("host %+v", h)
+	}
+}
+
+// A call an older driver lacks (FUNCTION_NOT_FOUND) is not available, as
+// NOT_SUPPORTED is and as the exporter counts it (nvmlret.Classify): not
+// an error that fails the NVML check. Any other code is an error named by
+// its constant (nvmlret.Name), whatever text the loaded library gives.
+func TestGatherNVMLReturnCodes(t *testing.T) {
+	dev := mockGPU(uuid0, bus0, 0)
+	dev.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
+	dev.GetPowerManagementDefaultLimitFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+	h, _ := GatherNVML(mockLibrary(dev), 4242)
+	g := h.GPUs[0]
+	if !reflect.DeepEqual(g.NotAvailable, []string{"GetMaxPcieLinkGeneration"}) {
+		t.Errorf("not available %v, want [GetMaxPcieLinkGeneration]", g.NotAvailable)
+	}
+	if want := []CallError{{Call: "GetPowerManagementDefaultLimit", Err: "ERROR_UNKNOWN"}}; !reflect.DeepEqual(g.Errors, want) {
+		t.Errorf("errors %+v, want %+v", g.Errors, want)
 	}
 }

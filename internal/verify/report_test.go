@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/gpulens/gpulens/internal/cudaver"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
@@ -285,13 +286,13 @@ func TestParse(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]int{"12.4": 12040, "12": 12000, "11.8": 11080, " 13.0 ": 13000} {
-		if got, err := ParseCUDAVersion(in); err != nil || got != want {
-			t.Errorf("ParseCUDAVersion(%q) = %d, %v", in, got, err)
+		if got, err := cudaver.Parse(in); err != nil || got != want {
+			t.Errorf("cudaver.Parse(%q) = %d, %v", in, got, err)
 		}
 	}
 	for _, in := range []string{"", "12.4.1", "twelve", "0", "12.x"} {
-		if _, err := ParseCUDAVersion(in); err == nil {
-			t.Errorf("ParseCUDAVersion(%q) succeeded", in)
+		if _, err := cudaver.Parse(in); err == nil {
+			t.Errorf("cudaver.Parse(%q) succeeded", in)
 		}
 	}
 	for _, tc := range []struct {
@@ -313,7 +314,7 @@ func TestFormat(t *testing.T) {
 		{fmtRate(52.1e9), "52.1 GB/s"}, {fmtRate(2.953e12), "2.95 TB/s"}, {fmtRate(800e6), "800 MB/s"},
 		{fmtFLOPS(543.6e12), "544 TFLOP/s"}, {fmtFLOPS(53.61e12), "53.6 TFLOP/s"}, {fmtFLOPS(2.25e15), "2.25 PFLOP/s"},
 		{fmtDuration(8200 * time.Nanosecond), "8.2 µs"}, {fmtDuration(2 * time.Millisecond), "2 ms"}, {fmtDuration(300), "300 ns"},
-		{fmtPct(0.4812), "48 %"}, {fmtPct(0.0012), "0.1 %"}, {fmtCUDAVersion(12040), "12.4"}, {fmtCUDAVersion(13000), "13.0"},
+		{fmtPct(0.4812), "48 %"}, {fmtPct(0.0012), "0.12 %"}, {fmtRate(724.7e9), "725 GB/s"}, {cudaver.Format(12040), "12.4"}, {cudaver.Format(13000), "13.0"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

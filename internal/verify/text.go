@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gpulens/gpulens/internal/cudaver"
 )
 
 // figureRow is one measurement as rendered.
@@ -109,7 +111,7 @@ func hostLine(r *Report) string {
 		parts = append(parts, "NVML: "+r.Host.NVMLError)
 	}
 	if v, _ := cudaDriverVersion(r.Host); v > 0 {
-		parts = append(parts, "CUDA "+fmtCUDAVersion(v))
+		parts = append(parts, "CUDA "+cudaver.Format(v))
 	}
 	if r.Host.CUDAError == "" {
 		parts = append(parts, fmt.Sprintf("CUDA sees %d device(s)", len(r.Host.CUDADevices)))

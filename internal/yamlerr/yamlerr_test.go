@@ -1,6 +1,7 @@
 package yamlerr
 
 import (
+	"errors"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -55,8 +56,8 @@ func TestSplitLineDecoder(t *testing.T) {
 	}
 	var typed struct{ N int }
 	err = yaml.Unmarshal([]byte("\n\nn: abc\n"), &typed)
-	te, ok := err.(*yaml.TypeError)
-	if !ok || len(te.Errors) != 1 {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) != 1 {
 		t.Fatalf("want one type error, got %v", err)
 	}
 	if line, rest := SplitLine(te.Errors[0]); line != 3 || rest != "cannot unmarshal !!str `abc` into int" {

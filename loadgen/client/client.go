@@ -647,7 +647,7 @@ func (c *Client) stream(ctx context.Context, st *streamState, res *attempt) {
 			ev.At = res.sent // never before the request (clock steps)
 		}
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				res.end = st.rd.LastRead()
 				if res.end.IsZero() {
 					res.end = c.now()

@@ -164,7 +164,7 @@ func readHead(c *h1Conn, req []byte, body *h1Body) (*h1Response, error) {
 	for {
 		line, err := readLine(c.br)
 		if err != nil {
-			if (err == io.EOF || isReset(err)) && len(line) == 0 {
+			if (errors.Is(err, io.EOF) || isReset(err)) && len(line) == 0 {
 				return nil, fmt.Errorf("%w: %v", errIdleClosed, err)
 			}
 			return nil, fmt.Errorf("reading the response status line: %w", err)
@@ -239,7 +239,7 @@ func readHeaders(br *bufio.Reader, resp *h1Response, body *h1Body) error {
 // readLine returns one line without its CRLF or LF; it aliases br's buffer.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
+	if errors.Is(err, bufio.ErrBufferFull) {
 		return nil, fmt.Errorf("%w: line longer than %d bytes", errBadResponse, br.Size())
 	}
 	if err != nil {
@@ -298,8 +298,8 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := b.read(p)
-	if err != nil && !(err == io.EOF && b.done) {
-		if err == io.EOF {
+	if err != nil && !(errors.Is(err, io.EOF) && b.done) {
+		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		b.err = err

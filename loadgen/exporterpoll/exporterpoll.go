@@ -12,15 +12,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/gpulens/gpulens/internal/promtext"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -174,8 +172,7 @@ type sample struct {
 
 // Ingest parses one scrape in the text format.
 func (p *Poller) Ingest(r io.Reader) error {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
+	fams, err := promtext.Parse(r)
 	if err != nil {
 		return p.fail(fmt.Errorf("parsing metrics from %s: %w", p.cfg.URL, err))
 	}
@@ -188,7 +185,7 @@ func (p *Poller) Ingest(r io.Reader) error {
 	if f := fams[metricInfo]; f != nil {
 		p.info.GPUs = p.info.GPUs[:0]
 		for _, m := range f.GetMetric() {
-			l := labels(m)
+			l := promtext.Labels(m)
 			if !p.serving(l["gpu"], l["uuid"]) {
 				continue
 			}
@@ -199,7 +196,7 @@ func (p *Poller) Ingest(r io.Reader) error {
 	if f := fams[metricMIG]; f != nil {
 		p.info.MIG = p.info.MIG[:0]
 		for _, m := range f.GetMetric() {
-			l := labels(m)
+			l := promtext.Labels(m)
 			if !p.serving(l["gpu"], l["uuid"]) {
 				continue
 			}
@@ -246,13 +243,14 @@ func (p *Poller) sample(fams map[string]*dto.MetricFamily) sample {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			l := labels(m)
+			l := promtext.Labels(m)
 			if !p.serving(l["gpu"], l["uuid"]) {
 				continue
 			}
-			g, v := get(l), value(m)
-			if name != metricInfo && (math.IsNaN(v) || math.IsInf(v, 0)) {
-				continue // no gpuReading: JSON cannot carry it
+			g := get(l)
+			v, ok := promtext.Value(m)
+			if name != metricInfo && !ok {
+				continue // NaN or ±Inf: no reading
 			}
 			switch name {
 			case metricInfo:
@@ -301,10 +299,10 @@ func (p *Poller) Info() *report.GPUInfo {
 // Window collects the samples of one run: every successful scrape from
 // Begin to End (Restart drops those before it).
 type Window struct {
-	p          *Poller
-	samples    []sample  // guarded by p.mu
-	err        string    // the last failed scrape's error; guarded by p.mu
-	start, end time.Time // the run's edges: the first and last scrapes' times
+	p       *Poller
+	samples []sample  // guarded by p.mu
+	err     string    // the last failed scrape's error; guarded by p.mu
+	start   time.Time // the run's start: the first scrape's time
 }
 
 // Begin opens a window and polls once: its first sample.
@@ -607,24 +605,4 @@ func energy(rs []gpuReading, t0, t1 float64) (e, extrapolated float64, ok bool) 
 		extra += x0
 	}
 	return max(e1-e0, 0), extra, true
-}
-
-func labels(m *dto.Metric) map[string]string {
-	l := make(map[string]string, len(m.GetLabel()))
-	for _, lp := range m.GetLabel() {
-		l[lp.GetName()] = lp.GetValue()
-	}
-	return l
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
 }

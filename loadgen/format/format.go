@@ -10,40 +10,21 @@ import (
 	"strings"
 
 	"github.com/gpulens/gpulens/internal/bytesize"
+	"github.com/gpulens/gpulens/internal/humanfmt"
 )
 
-// Sig formats v with n significant digits (whole numbers from 10^n),
-// without exponent or trailing zeros: Sig(12.345, 3) is "12.3",
+// Sig formats v with n significant digits (humanfmt.Sig, the rule every
+// gpulens program writes numbers by): Sig(12.345, 3) is "12.3",
 // Sig(1234.6, 3) "1235".
-func Sig(v float64, n int) string {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	d := max(n-1-int(math.Floor(math.Log10(math.Abs(v)))), 0)
-	s := strconv.FormatFloat(v, 'f', d, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
+func Sig(v float64, n int) string { return humanfmt.Sig(v, n) }
 
 // Num is a plain number with three significant digits: "12.3", "1235".
-func Num(v float64) string { return Sig(v, 3) }
+func Num(v float64) string { return humanfmt.Sig(v, 3) }
 
 // Seconds is a duration given in seconds, in the unit that fits, three
-// significant digits: "45.6 µs", "123 ms", "2.5 s", "0 s".
-func Seconds(v float64) string {
-	switch a := math.Abs(v); {
-	case a == 0:
-		return "0 s"
-	case a < 1e-3:
-		return Sig(v*1e6, 3) + " µs"
-	case a < 1:
-		return Sig(v*1e3, 3) + " ms"
-	default:
-		return Sig(v, 3) + " s"
-	}
-}
+// significant digits (humanfmt.Seconds): "45.6 µs", "123 ms", "2.5 s",
+// "0 s".
+func Seconds(v float64) string { return humanfmt.Seconds(v) }
 
 // SecondsTick is Seconds for a chart's axis and tips, where zero is a
 // bare "0".
@@ -59,8 +40,9 @@ func SecondsTick(v float64) string {
 // binary unit it reaches, "1.5 GiB", "40 GiB", "512 MiB".
 func Bytes(bytes float64) string { return bytesize.Human(bytes) }
 
-// Percent is a ratio as a percentage, three significant digits: "42.5 %".
-func Percent(ratio float64) string { return Sig(ratio*100, 3) + " %" }
+// Percent is a ratio as a percentage, three significant digits
+// (humanfmt.Percent): "42.5 %".
+func Percent(ratio float64) string { return humanfmt.Percent(ratio, 3) }
 
 // USD is an amount of dollars: cents from $1 ("$12.35"), n significant
 // digits below with at least two decimals ("$0.80", "$0.0123" for n = 3,

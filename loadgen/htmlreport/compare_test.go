@@ -67,8 +67,8 @@ func TestRenderCompare(t *testing.T) {
 		t.Errorf("charts\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}
 	// Throughput has spread, so error bars (3 lines per point, 6 points).
-	thr := html[strings.Index(html, `data-chart="compare-1-request_throughput_per_second"`):]
-	thr = thr[:strings.Index(thr, "</figure>")]
+	_, thr, _ := strings.Cut(html, `data-chart="compare-1-request_throughput_per_second"`)
+	thr, _, _ = strings.Cut(thr, "</figure>")
 	if n := strings.Count(thr, `class="err"`); n != 18 {
 		t.Errorf("throughput chart has %d error-bar lines, want 18", n)
 	}

@@ -1,6 +1,7 @@
 package outfile
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"net"
@@ -198,7 +199,7 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 		_, _ = io.WriteString(w, "partial")
 		return io.ErrShortWrite
 	})
-	if err != io.ErrShortWrite {
+	if !errors.Is(err, io.ErrShortWrite) {
 		t.Fatalf("Write = %v, want the writer's error", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "old" {

@@ -18,9 +18,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/gpulens/gpulens/internal/promtext"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -101,8 +100,7 @@ func NewRecorder() *Recorder { return &Recorder{sources: map[string]string{}} }
 // Add parses one scrape in the Prometheus text format, taken at at. A
 // scrape that cannot be parsed is counted as failed and returned.
 func (r *Recorder) Add(at time.Time, body io.Reader) error {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(body)
+	fams, err := promtext.Parse(body)
 	if err != nil {
 		err = fmt.Errorf("parsing metrics: %w", err)
 		r.Fail(err)
@@ -115,12 +113,20 @@ func (r *Recorder) Add(at time.Time, body io.Reader) error {
 			if f == nil || len(f.GetMetric()) == 0 {
 				continue
 			}
-			v := 0.0
+			// NaN and ±Inf samples are no reading (promtext.Value):
+			// left out of the sum and the mean, not counted as 0.
+			v, n := 0.0, 0
 			for _, mt := range f.GetMetric() {
-				v += value(mt)
+				if x, ok := promtext.Value(mt); ok {
+					v += x
+					n++
+				}
+			}
+			if n == 0 {
+				continue
 			}
 			if m.kind == gaugeMean {
-				v /= float64(len(f.GetMetric()))
+				v /= float64(n)
 			}
 			s.values[m.name] = v
 			r.sources[m.name] = src.name
@@ -136,10 +142,12 @@ func (r *Recorder) Add(at time.Time, body io.Reader) error {
 			continue
 		}
 		for _, mt := range h.GetMetric() {
-			s.hits += value(mt)
+			v, _ := promtext.Value(mt)
+			s.hits += v
 		}
 		for _, mt := range q.GetMetric() {
-			s.queries += value(mt)
+			v, _ := promtext.Value(mt)
+			s.queries += v
 		}
 		s.hitsOK, s.hitsSource = true, p[0]+" / "+p[1]
 		if r.flavor == "" {
@@ -185,22 +193,6 @@ func flavorOf(fams map[string]*dto.MetricFamily) string {
 		}
 	}
 	return ""
-}
-
-func value(m *dto.Metric) float64 {
-	var v float64
-	switch {
-	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
-	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
 }
 
 // Summary summarises the scrapes: url is recorded as given (without

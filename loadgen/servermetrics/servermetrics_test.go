@@ -239,3 +239,20 @@ func TestConfig(t *testing.T) {
 		t.Errorf("Redact = %q", got)
 	}
 }
+
+// A NaN sample is no reading (promtext.Value, as the exporter's poller
+// reads it): an engine whose KV usage is NaN is left out of the mean, not
+// averaged in as 0; a series whose every sample is NaN is absent.
+func TestRecorderNaNIsNoReading(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	r := NewRecorder()
+	if err := r.Add(start, strings.NewReader(vllmText(1, math.NaN(), math.NaN(), 0.6, math.NaN(), 0, 0, 0))); err != nil {
+		t.Fatal(err)
+	}
+	sm := r.Summary("u", start)
+	near(t, "kv mean", sm.Series[KVCacheUsage].Mean, 0.6)
+	near(t, "running", sm.Series[RequestsRunning].Last, 1)
+	if s, ok := sm.Series[RequestsWaiting]; ok {
+		t.Errorf("waiting from a NaN sample only: %+v", s)
+	}
+}

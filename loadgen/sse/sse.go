@@ -177,7 +177,7 @@ func (r *Reader) Next() (Event, error) {
 	for {
 		line, err := r.readLine()
 		if err != nil {
-			if r.hasData && err == io.EOF {
+			if r.hasData && errors.Is(err, io.EOF) {
 				return Event{Name: r.name, Data: r.data, At: r.tr.last}, nil
 			}
 			return Event{}, err

@@ -17,7 +17,7 @@ func readAll(t testing.TB, r io.Reader, bufSize int) ([]ev, error) {
 	for {
 		e, err := rd.Next()
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return out, err

@@ -108,10 +108,3 @@ func (w *Workload) turnRequest(i int) client.Request {
 	}
 	return client.Request{Index: i, Prompt: sb.String(), InputTokens: tokens, TargetInputTokens: tokens, MaxTokens: cur.answer, IgnoreEOS: w.cfg.IgnoreEOS}
 }
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

@@ -346,7 +346,7 @@ func (t *Trace) parseCSV(r io.Reader) ([]int64, error) {
 	}
 	for {
 		rec, err := rd.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

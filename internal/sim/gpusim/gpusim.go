@@ -194,12 +194,6 @@ func (f *Fleet) wallMicros(t float64) int64 {
 	return f.start.UnixMicro() + int64(math.Round(t/f.speed*1e6))
 }
 
-// wallTime is the time of the fleet's clock at which sim time t (seconds)
-// is reached.
-func (f *Fleet) wallTime(t float64) time.Time {
-	return f.start.Add(time.Duration(t / f.speed * float64(time.Second)))
-}
-
 func (f *Fleet) initialised() bool { return f.inits.Load() > 0 }
 
 // nvmlVersion derives the NVML library version from the driver version, as

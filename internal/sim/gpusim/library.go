@@ -35,7 +35,8 @@ func (l *library) Shutdown() nvml.Return {
 	}
 }
 
-func (l *library) ErrorString(r nvml.Return) string { return r.Error() }
+// ErrorString is go-nvml's own text, as the real library's would be.
+func (l *library) ErrorString(r nvml.Return) string { return r.Error() } //nolint:forbidigo // implements nvml.Interface
 
 func (l *library) SystemGetDriverVersion() (string, nvml.Return) {
 	if !l.f.initialised() {

@@ -10,13 +10,14 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpulens/gpulens/internal/cudaver"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 	"github.com/gpulens/gpulens/internal/yamlerr"
 )
 
@@ -605,28 +606,6 @@ var computeModes = map[string]nvml.ComputeMode{
 	"prohibited":        nvml.COMPUTEMODE_PROHIBITED,
 }
 
-// errorNames are the NVML return codes a fault may inject.
-var errorNames = map[string]nvml.Return{
-	"ERROR_UNINITIALIZED":           nvml.ERROR_UNINITIALIZED,
-	"ERROR_INVALID_ARGUMENT":        nvml.ERROR_INVALID_ARGUMENT,
-	"ERROR_NOT_SUPPORTED":           nvml.ERROR_NOT_SUPPORTED,
-	"ERROR_NO_PERMISSION":           nvml.ERROR_NO_PERMISSION,
-	"ERROR_NOT_FOUND":               nvml.ERROR_NOT_FOUND,
-	"ERROR_INSUFFICIENT_SIZE":       nvml.ERROR_INSUFFICIENT_SIZE,
-	"ERROR_INSUFFICIENT_POWER":      nvml.ERROR_INSUFFICIENT_POWER,
-	"ERROR_DRIVER_NOT_LOADED":       nvml.ERROR_DRIVER_NOT_LOADED,
-	"ERROR_TIMEOUT":                 nvml.ERROR_TIMEOUT,
-	"ERROR_IRQ_ISSUE":               nvml.ERROR_IRQ_ISSUE,
-	"ERROR_GPU_IS_LOST":             nvml.ERROR_GPU_IS_LOST,
-	"ERROR_RESET_REQUIRED":          nvml.ERROR_RESET_REQUIRED,
-	"ERROR_OPERATING_SYSTEM":        nvml.ERROR_OPERATING_SYSTEM,
-	"ERROR_LIB_RM_VERSION_MISMATCH": nvml.ERROR_LIB_RM_VERSION_MISMATCH,
-	"ERROR_IN_USE":                  nvml.ERROR_IN_USE,
-	"ERROR_MEMORY":                  nvml.ERROR_MEMORY,
-	"ERROR_NO_DATA":                 nvml.ERROR_NO_DATA,
-	"ERROR_UNKNOWN":                 nvml.ERROR_UNKNOWN,
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -639,7 +618,6 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 var nodeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-var cudaRE = regexp.MustCompile(`^(\d{1,2})\.(\d{1,2})$`)
 var driverRE = regexp.MustCompile(`^\d{3}\.\d{1,3}(\.\d{1,3})?$`)
 
 func validate(r *rawScenario, l *errList) *Scenario {
@@ -653,13 +631,10 @@ func validate(r *rawScenario, l *errList) *Scenario {
 	}
 	sc.cudaVersion = 12040
 	if r.CudaVersion != "" {
-		m := cudaRE.FindStringSubmatch(r.CudaVersion)
-		if m == nil {
+		if v, err := cudaver.Parse(r.CudaVersion); err != nil {
 			l.add("cuda_version", "invalid CUDA version %q (expected MAJOR.MINOR, e.g. 12.4)", r.CudaVersion)
 		} else {
-			major, _ := strconv.Atoi(m[1])
-			minor, _ := strconv.Atoi(m[2])
-			sc.cudaVersion = major*1000 + minor*10
+			sc.cudaVersion = v
 		}
 	}
 	sc.callLatency = parseDuration(l, "call_latency", r.CallLatency, 0)
@@ -860,12 +835,13 @@ func validate(r *rawScenario, l *errList) *Scenario {
 		case faultError, faultSlow, faultHang:
 			if kind == faultError {
 				only("call", "error", "from", "until")
-				ret, ok := errorNames[f.Error]
-				if !ok {
+				// Any NVML error code, by its constant's name.
+				ret, ok := nvmlret.Parse(f.Error)
+				if !ok || ret == nvml.SUCCESS {
 					if f.Error == "" {
-						l.add(fp+".error", "missing error (one of %s)", strings.Join(sortedKeys(errorNames), ", "))
+						l.add(fp+".error", "missing error (one of %s)", strings.Join(nvmlret.Names(), ", "))
 					} else {
-						l.add(fp+".error", "unknown error %q (one of %s)", f.Error, strings.Join(sortedKeys(errorNames), ", "))
+						l.add(fp+".error", "unknown error %q (one of %s)", f.Error, strings.Join(nvmlret.Names(), ", "))
 					}
 				}
 				fs.ret = ret

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -90,7 +92,7 @@ func TestParseInline(t *testing.T) {
 		{"lost without at", "devices: [{model: h100-sxm5-80gb}]\nfaults:\n  - {kind: lost, gpu: 0}\n",
 			"x.yaml:3: faults[0].at: missing at (sim time the GPU falls off the bus)"},
 		{"unknown error name", "devices: [{model: h100-sxm5-80gb}]\nfaults:\n  - {kind: error, gpu: 0, call: GetName, error: ERROR_OOPS}\n",
-			`x.yaml:3: faults[0].error: unknown error "ERROR_OOPS" (one of ` + strings.Join(sortedKeys(errorNames), ", ") + ")"},
+			`x.yaml:3: faults[0].error: unknown error "ERROR_OOPS" (one of ` + strings.Join(nvmlret.Names(), ", ") + ")"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,8 @@ func parse(t *testing.T, speed bool, args ...string) (*Flags, error) {
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
-	return f, f.Validate(now)
+	err := f.Validate(now)
+	return f, err
 }
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

@@ -13,9 +13,8 @@ import (
 	"time"
 
 	clientmodel "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/gpulens/gpulens/internal/promtext"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/weburl"
 )
@@ -350,9 +349,9 @@ func (g *GPUTie) read(ctx context.Context, client *http.Client) ([]reading, erro
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil, fmt.Errorf("GET %s: %s", g.ExporterURL, resp.Status)
 	}
-	fams, err := parseExposition(resp.Body)
+	fams, err := promtext.Parse(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parsing the exporter's metrics: %w", err)
 	}
 	gpus, err := splitList(g.GPU)
 	if err != nil {
@@ -374,21 +373,13 @@ func (g *GPUTie) read(ctx context.Context, client *http.Client) ([]reading, erro
 	return out, nil
 }
 
-func parseExposition(r io.Reader) (map[string]*clientmodel.MetricFamily, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the exporter's metrics: %w", err)
-	}
-	return fams, nil
-}
-
 // gpuGauge is the value of the gauge name for gpu (index or UUID), 0 when
 // the exposition has none.
 func gpuGauge(fams map[string]*clientmodel.MetricFamily, name, gpu string) float64 {
 	for _, m := range fams[name].GetMetric() {
-		if l := labelMap(m); l["gpu"] == gpu || l["uuid"] == gpu {
-			return m.GetGauge().GetValue()
+		if l := promtext.Labels(m); l["gpu"] == gpu || l["uuid"] == gpu {
+			v, _ := promtext.Value(m) // NaN: none
+			return v
 		}
 	}
 	return 0
@@ -401,9 +392,9 @@ func gpuGauge(fams map[string]*clientmodel.MetricFamily, name, gpu string) float
 // (gpulens_gpu_info), so that a wrong --sim.gpu is not mistaken for an idle
 // neighbourhood.
 func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
-	fams, err := parseExposition(r)
+	fams, err := promtext.Parse(r)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("parsing the exporter's metrics: %w", err)
 	}
 	util, _, err := neighbourUtilization(fams, gpu, pid)
 	return util, err
@@ -413,7 +404,7 @@ func NeighbourUtilization(r io.Reader, gpu, pid string) (float64, error) {
 // says pid runs on a GPU instance.
 func neighbourUtilization(fams map[string]*clientmodel.MetricFamily, gpu, pid string) (util float64, onMIG bool, err error) {
 	onGPU := func(m *clientmodel.Metric) bool {
-		l := labelMap(m)
+		l := promtext.Labels(m)
 		return l["gpu"] == gpu || l["uuid"] == gpu
 	}
 	found := false
@@ -434,27 +425,19 @@ func neighbourUtilization(fams map[string]*clientmodel.MetricFamily, gpu, pid st
 	procs := fams["gpulens_process_sm_utilization_ratio"].GetMetric()
 	instance, self := "", false
 	for _, m := range procs {
-		if l := labelMap(m); onGPU(m) && own[l["pid"]] {
+		if l := promtext.Labels(m); onGPU(m) && own[l["pid"]] {
 			instance, self = l["gpu_instance_id"], true
 		}
 	}
 	sum := 0.0
 	for _, m := range procs {
-		l := labelMap(m)
+		l := promtext.Labels(m)
 		if !onGPU(m) || own[l["pid"]] || (self && l["gpu_instance_id"] != instance) {
 			continue
 		}
-		if v := m.GetGauge().GetValue(); v > 0 && !math.IsInf(v, 0) {
+		if v, ok := promtext.Value(m); ok && v > 0 {
 			sum += v
 		}
 	}
 	return sum, self && instance != "", nil
-}
-
-func labelMap(m *clientmodel.Metric) map[string]string {
-	out := make(map[string]string, len(m.GetLabel()))
-	for _, l := range m.GetLabel() {
-		out[l.GetName()] = l.GetValue()
-	}
-	return out
 }

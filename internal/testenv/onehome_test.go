@@ -1,0 +1,228 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/token"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneHome is a rule the product writes once: the folder (from the module
+// root) that holds it, and a finder of code that writes it again.
+type oneHome struct {
+	rule, home string
+	find       func(f *ast.File) []ast.Node
+	// allowed are files outside home that may write it, with why.
+	allowed map[string]string
+}
+
+// oneHomes lists the rules that had a second spelling in the product
+// code and were given one home; a finder recognises the second spelling
+// by its shape. Test files are not scanned: they may spell a rule out to
+// check the home against it.
+var oneHomes = []oneHome{
+	{"NVML return codes: names, labels, what a reader does with each", "internal/nvmlret", nvmlReturnSpellings, nil},
+	{"reading the text exposition format and a sample's value", "internal/promtext", expositionReading, map[string]string{
+		"alerts/promcheck/promcheck.go": "the lint of metric names: legacy name validation on purpose, with a protobuf fallback; it reads names, never values",
+	}},
+	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil},
+	{"a number written for people (digits, trailing zeros)", "internal/humanfmt", trailingZeroTrim, nil},
+}
+
+// TestEachRuleHasOneHome scans the module's Go files (tests left out) for
+// a rule of oneHomes written outside its home.
+func TestEachRuleHasOneHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := scanHomes(root, oneHomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Error(f)
+	}
+	if len(found) > 0 {
+		t.Log("use the rule's home (or move the rule there); see oneHomes in internal/testenv/onehome_test.go")
+	}
+}
+
+// scanHomes returns "path:line: RULE written outside HOME" for every
+// finding of homes in the non-test Go files under root (testdata, hidden
+// folders and nested modules skipped, as the go command does).
+func scanHomes(root string, homes []oneHome) ([]string, error) {
+	var found []string
+	err := parseGoFiles(root, func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") },
+		func(fset *token.FileSet, rel string, f *ast.File) {
+			for _, h := range homes {
+				if rel == h.home || strings.HasPrefix(rel, h.home+"/") || h.allowed[rel] != "" {
+					continue
+				}
+				for _, n := range h.find(f) {
+					found = append(found, fmt.Sprintf("%s:%d: %s written outside %s", rel, fset.Position(n.Pos()).Line, h.rule, h.home))
+				}
+			}
+		})
+	return found, err
+}
+
+// isSel reports whether e is pkg.name.
+func isSel(e ast.Expr, pkg, name string) bool {
+	s, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	x, ok := s.X.(*ast.Ident)
+	return ok && x.Name == pkg && s.Sel.Name == name
+}
+
+var nvmlConstName = regexp.MustCompile(`^"ERROR_[A-Z_]+"$`)
+
+// nvmlReturnSpellings finds a table of NVML return codes: a map between
+// nvml.Return and strings, or a return code's constant name in a string.
+func nvmlReturnSpellings(f *ast.File) []ast.Node {
+	nvml := importName(f, "github.com/NVIDIA/go-nvml/pkg/nvml")
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.MapType:
+			if nvml != "" && (isSel(n.Key, nvml, "Return") || isSel(n.Value, nvml, "Return")) {
+				out = append(out, n)
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING && nvmlConstName.MatchString(n.Value) {
+				out = append(out, n)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// expositionReading finds a text exposition parsed or a sample's value
+// read by hand: expfmt's text parser, or a sample's untyped value (the
+// third case of every hand-written value switch).
+func expositionReading(f *ast.File) []ast.Node {
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			if s, ok := c.Fun.(*ast.SelectorExpr); ok {
+				switch s.Sel.Name {
+				case "TextToMetricFamilies", "GetUntyped":
+					out = append(out, c)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// cudaVersionArithmetic finds CUDA's version encoding worked out by hand:
+// the minor version as v % 1000 / 10, or a version as major*1000 + minor*10.
+func cudaVersionArithmetic(f *ast.File) []ast.Node {
+	isLit := func(e ast.Expr, v string) bool {
+		l, ok := ast.Unparen(e).(*ast.BasicLit)
+		return ok && l.Value == v
+	}
+	isOp := func(e ast.Expr, op token.Token, lit string) bool {
+		b, ok := ast.Unparen(e).(*ast.BinaryExpr)
+		return ok && b.Op == op && isLit(b.Y, lit)
+	}
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if b, ok := n.(*ast.BinaryExpr); ok {
+			if (b.Op == token.QUO && isLit(b.Y, "10") && isOp(b.X, token.REM, "1000")) ||
+				(b.Op == token.ADD && isOp(b.X, token.MUL, "1000") && isOp(b.Y, token.MUL, "10")) {
+				out = append(out, b)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// trailingZeroTrim finds a number's trailing zeros cut by hand, the core
+// of every hand-written number formatter: strings.TrimRight(s, "0").
+func trailingZeroTrim(f *ast.File) []ast.Node {
+	strs := importName(f, "strings")
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok && strs != "" && isSel(c.Fun, strs, "TrimRight") && len(c.Args) == 2 {
+			if l, ok := c.Args[1].(*ast.BasicLit); ok && l.Value == `"0"` {
+				out = append(out, c)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// Each finder catches the spelling its home replaced, in a file outside
+// the home, and not in the home or in a test file.
+func TestScanHomes(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/m\n",
+		"a/a.go": `package a
+
+import nv "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+var names = map[nv.Return]string{nv.ERROR_UNKNOWN: "unknown"}
+
+func f() string { return "ERROR_GPU_IS_LOST" }
+
+func value(m *dto.Metric) float64 {
+	if m.GetUntyped() != nil {
+		return m.GetUntyped().GetValue()
+	}
+	return new(expfmt.TextParser).TextToMetricFamilies(nil)
+}
+
+func cuda(v int) (string, int) { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10), 12*1000 + 4*10 }
+`,
+		"c/c.go": `package c
+
+import str "strings"
+
+func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
+`,
+		"alerts/promcheck/promcheck.go": `package promcheck; var x = p.TextToMetricFamilies(nil)`,
+		"a/a_test.go":                   `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
+		"internal/nvmlret/n.go":         `package nvmlret; const y = "ERROR_UNKNOWN"`,
+		"tools/go.mod":                  "module tools\n",
+		"tools/t.go":                    `package t; const y = "ERROR_UNKNOWN"`,
+		"b/testdata/x.go":               `package x; const y = "ERROR_UNKNOWN"`,
+	}
+	writeTree(t, root, files)
+	found, err := scanHomes(root, oneHomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nv = "NVML return codes: names, labels, what a reader does with each written outside internal/nvmlret"
+	const tx = "reading the text exposition format and a sample's value written outside internal/promtext"
+	const cv = "CUDA's version encoding (1000 × major + 10 × minor) and its text written outside internal/cudaver"
+	const hf = "a number written for people (digits, trailing zeros) written outside internal/humanfmt"
+	want := []string{
+		"a/a.go:5: " + nv,
+		"a/a.go:7: " + nv,
+		"a/a.go:10: " + tx,
+		"a/a.go:11: " + tx,
+		"a/a.go:13: " + tx,
+		"a/a.go:16: " + cv,
+		"a/a.go:16: " + cv,
+		"c/c.go:5: " + hf,
+	}
+	if !slices.Equal(found, want) {
+		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))
+	}
+}
