@@ -20,6 +20,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
+	"github.com/gpulens/gpulens/loadgen/search"
 )
 
 // optionMaps are the maps that spell the libraries' options as flags:
@@ -33,7 +34,10 @@ var optionMaps = []struct {
 	dirs    []string
 	skip    []string
 }{
-	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/bill"}},
+	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/bill", "loadgen/search"}},
+	// search renames its errors with loadFlagNames and searchFlagNames
+	// over it (search_cmd.go).
+	{"searchFlagNames over loadFlagNames", searchNames(), []any{search.Config{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/search"}, nil},
 	{"simFlagNames", simFlagNames, []any{simserver.Config{}}, []string{"internal/sim/simserver"}, nil},
 	{"gpuTieFlagNames", gpuTieFlagNames, []any{simserver.GPUTie{}}, []string{"internal/sim/simserver"}, nil},
 	{"costFlagNames", costFlagNames, []any{bill.Terms{}}, []string{"loadgen/bill"}, nil},
@@ -43,6 +47,11 @@ var optionMaps = []struct {
 // struct, with the field they name.
 var optionAliases = map[string]string{
 	"PromptNonce": "Workload.Nonce (the report's metadata.prompt_nonce)",
+	// The image flags fill a workload.ImageSpec, from which the command
+	// builds Workload.Images before the options exist.
+	"ImageSize":     "workload.ImageSpec.Width and Height (--image.size)",
+	"ImageFormat":   "workload.ImageSpec.Format (--image.format)",
+	"ImageDistinct": "workload.ImageSpec.Distinct (--image.distinct)",
 }
 
 // TestOptionFlagNamesComplete: every option a library names in an error

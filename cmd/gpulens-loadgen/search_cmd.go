@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 
@@ -58,8 +57,7 @@ func searchCommand(app *kingpin.Application) command {
 			}
 			cfg.Objectives = append(cfg.Objectives, o)
 		}
-		names := maps.Clone(loadFlagNames)
-		maps.Copy(names, searchFlagNames)
+		names := searchNames()
 		if err := cfg.Validate(); err != nil {
 			return usageError{flagged(names, err)}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/gpulens/gpulens/loadgen/option"
@@ -55,4 +56,12 @@ var searchFlagNames = map[option.Name]string{
 	"Repeats":    "--repeats",
 	"Objectives": "--slo",
 	"Shard":      "--shard",
+}
+
+// searchNames is the map search's errors are renamed with: run's options
+// (loadFlagNames) and, over them, search's own.
+func searchNames() map[option.Name]string {
+	names := maps.Clone(loadFlagNames)
+	maps.Copy(names, searchFlagNames)
+	return names
 }

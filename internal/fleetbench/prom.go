@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,11 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/gpulens/gpulens/internal/promtext"
 )
 
 // promClient talks to one Prometheus's HTTP API and /metrics.
@@ -56,8 +55,7 @@ func (p *promClient) selfMetrics(ctx context.Context, names ...string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	families, err := promtext.Parse(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("parsing Prometheus's /metrics: %w", err)
 	}
@@ -68,13 +66,8 @@ func (p *promClient) selfMetrics(ctx context.Context, names ...string) (map[stri
 			return nil, fmt.Errorf("Prometheus's /metrics has no %s", n)
 		}
 		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Gauge != nil:
-				out[n] += m.GetGauge().GetValue()
-			case m.Counter != nil:
-				out[n] += m.GetCounter().GetValue()
-			case m.Untyped != nil:
-				out[n] += m.GetUntyped().GetValue()
+			if v, ok := promtext.Value(m); ok {
+				out[n] += v
 			}
 		}
 	}
