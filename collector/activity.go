@@ -15,7 +15,7 @@ import (
 )
 
 // What NVML showed of a GPU's processes over the last activityKeep, kept
-// for the probe's unexplained stolen time (probe.go,
+// for the probe's unexplained stolen time (probe_unexplained.go,
 // gpuprobe.EstimateUnexplained): NVML's per-process samples as read (every
 // process's, the probe's own included), when they were last read, the MPS
 // clients listed, and whether NVML has per-process utilisation on the GPU

@@ -179,15 +179,20 @@ DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 			if len(free) == 0 {
 				t.Error("no dcgm_fb_free (the legacy name of DCGM_FI_DEV_FB_FREE)")
 			}
+			// A GPU in MIG mode has no whole-GPU series in the view: a
+			// device field (repeated) is its GPU's value on every GPU
+			// instance's series, as dcgm-exporter repeats it; a PROF field
+			// is each instance's own (checked against gpulens_mig_*).
 			for _, chk := range []struct {
 				field, native, label, value string
 				conv                        func(float64) float64
+				repeated                    bool
 			}{
-				{"DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gpulens_gpu_power_limit_watts", "", "", func(v float64) float64 { return v }},
-				{"DCGM_FI_DEV_MAX_SM_CLOCK", "gpulens_gpu_max_clock_hertz", "clock", "sm", func(v float64) float64 { return math.Round(v / 1e6) }},
-				{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gpulens_gpu_ecc_errors_total", "type", "uncorrected", func(v float64) float64 { return v }},
-				{"DCGM_FI_PROF_SM_ACTIVE", "gpulens_gpu_sm_activity_ratio", "", "", func(v float64) float64 { return v }},
-				{"DCGM_FI_PROF_SM_ACTIVE", "gpulens_mig_sm_activity_ratio", "", "", func(v float64) float64 { return v }},
+				{"DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gpulens_gpu_power_limit_watts", "", "", func(v float64) float64 { return v }, true},
+				{"DCGM_FI_DEV_MAX_SM_CLOCK", "gpulens_gpu_max_clock_hertz", "clock", "sm", func(v float64) float64 { return math.Round(v / 1e6) }, true},
+				{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gpulens_gpu_ecc_errors_total", "type", "uncorrected", func(v float64) float64 { return v }, true},
+				{"DCGM_FI_PROF_SM_ACTIVE", "gpulens_gpu_sm_activity_ratio", "", "", func(v float64) float64 { return v }, false},
+				{"DCGM_FI_PROF_SM_ACTIVE", "gpulens_mig_sm_activity_ratio", "", "", func(v float64) float64 { return v }, false},
 			} {
 				got := view(chk.field)
 				want := nat(chk.native, chk.label, chk.value)
@@ -195,8 +200,25 @@ DCGM_FI_DEV_GPU_TEMP, counter, typed as the file says.
 					t.Errorf("%s: the native view has no %s", chk.field, chk.native)
 				}
 				for k, v := range want {
-					if g, ok := got[k]; !ok || g != chk.conv(v) {
-						t.Errorf("%s %s = %v (%v), want %v", chk.field, k, g, ok, chk.conv(v))
+					if g, ok := got[k]; ok {
+						if g != chk.conv(v) {
+							t.Errorf("%s %s = %v, want %v", chk.field, k, g, chk.conv(v))
+						}
+						continue
+					}
+					instances := 0
+					for gk, g := range got {
+						gpu, inst, _ := strings.Cut(gk, "/")
+						if gpu+"/" != k || inst == "" {
+							continue
+						}
+						instances++
+						if chk.repeated && g != chk.conv(v) {
+							t.Errorf("%s %s (GPU instance of GPU %s) = %v, want the GPU's %v", chk.field, gk, gpu, g, chk.conv(v))
+						}
+					}
+					if instances == 0 {
+						t.Errorf("%s %s: no series, neither the GPU's nor its GPU instances'", chk.field, k)
 					}
 				}
 			}
