@@ -142,8 +142,7 @@ race-deps:
 unit-norace: $(BUILD_FIRST)
 	GPULENS_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout=$(TEST_TIMEOUT) -skip '^($(SCENARIO_TEST))$$' $(RACE_FREE)
 
-# scenario-alerts: alerts' TestScenarioAlerts and TestCostDashboardOnMixedFleet
-# (the two tests running the shipped rules at 40x; unit-norace skips them),
+# scenario-alerts: alerts' TestScenarioAlerts alone (unit-norace skips it),
 # every built-in scenario's exporter running 60 simulated minutes at 40x in
 # about 100 s of wall clock, scraped, then the shipped rules evaluated by
 # Prometheus's rule engine over what was scraped: the one test of
@@ -153,7 +152,7 @@ unit-norace: $(BUILD_FIRST)
 # binary in the serial phase (alerts-test-bin: the Prometheus libraries the
 # alerts tests import, compiled once, before the parts start, not by two
 # parts at once while the scenarios run).
-SCENARIO_TEST := TestScenarioAlerts|TestCostDashboardOnMixedFleet
+SCENARIO_TEST := TestScenarioAlerts
 ALERTS_TEST_BIN := $(SCRATCH)/alerts.test
 alerts-test-bin:
 	@mkdir -p $(SCRATCH)
@@ -216,10 +215,11 @@ generate:
 # one idle. TEST_PARTS selects the second phase's parts.
 TEST_SERIAL := build ensure-chromium tools-cache vet race-deps alerts-test-bin check-mod
 # TEST_NICE run at nice 10: CPU-bound, no clock to keep, they yield to the
-# parts that keep a pace (scenario-alerts; deploy/e2e, the cost dashboard
-# test and real-gpu-validate-sim wait on processes). Putting every other
-# part at nice 10 was tried: beside a second make test (load 57) the cost
-# dashboard test and the validation, starved 10:1, failed there instead.
+# parts that keep a pace (scenario-alerts; deploy/e2e and
+# real-gpu-validate-sim wait on processes). Putting every other part at
+# nice 10 was tried: beside a second make test (load 57) the cost dashboard
+# test (then on a real Prometheus in real time) and the validation, starved
+# 10:1, failed there instead.
 TEST_PARTS ?= scenario-alerts unit-norace unit-race check-rules check-metrics real-gpu-validate-sim check-ptx
 TEST_NICE ?= check-rules check-ptx
 test:

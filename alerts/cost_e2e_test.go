@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/testenv"
+	"github.com/prometheus/prometheus/promql"
 )
 
 // The mixed-fleet scenario's hand computation (its header, and the worked
@@ -51,62 +52,66 @@ type seriesWant struct {
 }
 
 // TestCostDashboardOnMixedFleet runs the exporter on the mixed-fleet
-// scenario and a real Prometheus with the shipped rules (durations scaled
-// 40 times down, as in TestScenarioAlerts), then evaluates every query of
+// scenario, scrapes it and evaluates the shipped rules over the scrapes
+// with Prometheus's rule manager (durations scaled 40 times down, as in
+// TestScenarioAlerts; scenario_eval_test.go), then evaluates every query of
 // the cost dashboard and compares it with the hand computation of the
 // scenario's header: prices, allocations, use, idle money, GPU-hours,
 // running totals and forecasts. The load generator's panels have no data
 // here (dashboards/ tests them on fixtures).
 func TestCostDashboardOnMixedFleet(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the exporter and Prometheus for about 15 s")
+		t.Skip("runs the exporter for about 12 s")
 	}
 	const k = 40
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bins := testenv.Binaries(t, "gpulens-exporter", "prometheus")
-	dir := t.TempDir()
-	rulesDir := filepath.Join(dir, "rules")
+	exporterBin := testenv.Binaries(t, "gpulens-exporter")[0]
+	rulesDir := filepath.Join(t.TempDir(), "rules")
 	if err := os.Mkdir(rulesDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	scaledRules(t, rulesDir, k)
 	// 250 ms: the simulated driver has a process sample every 200 ms, and
 	// each sampler cycle needs one for the time shares.
-	exporter := testenv.Run(t, bins[0], "--sim.scenario=mixed-fleet", "--sampler.interval=250ms", "--web.listen-address=127.0.0.1:0")
-	interval := scaledProm(15*time.Second, k)
-	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\nrule_files: [%q]\n"+
-		"scrape_configs:\n  - job_name: gpulens-exporter\n    static_configs:\n      - targets: [%q]\n        labels: {cluster: mixed}\n",
-		interval, interval, interval, filepath.Join(rulesDir, "*.rules.yml"), exporter.MustAddress(ctx, t))
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prom := testenv.Run(t, bins[1], "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address=127.0.0.1:0", "--query.lookback-delta="+scaledProm(5*time.Minute, k))
-	addr := prom.MustAddress(ctx, t)
+	exporter := testenv.Run(t, exporterBin, "--sim.scenario=mixed-fleet", "--sampler.interval=250ms", "--web.listen-address=127.0.0.1:0")
+	addr := exporter.MustAddress(ctx, t)
 
-	// Wait for 10 s of scrapes (375 ms apart): the windows of the rules'
-	// last evaluations, 7.5 s (5 min scaled) before a second ago, are full
-	// (a rate() over a window only partly covered by samples is too low).
-	began := time.Now()
-	ready := testenv.Poll(ctx, 250*time.Millisecond, func() bool {
-		n, err := promQuery(ctx, addr, `min(count_over_time(gpulens_gpu_busy_seconds_total[11s]))`, time.Now())
-		if err != nil || len(n) != 1 || n[0].value < 27 {
-			return false
+	// Scraped every 375 ms (15 s scaled) as Prometheus scrapes, then the
+	// shipped rules evaluated over it by Prometheus's rule manager
+	// (scenario_eval_test.go): a Prometheus server running them in real
+	// time skipped evaluations on a loaded machine, and the running totals
+	// then missed minutes. Scraped until the last 11 s hold 27 scrapes:
+	// the windows of the rules' last evaluations, 7.5 s (5 min scaled)
+	// before the end, are full (a rate() over a window only partly covered
+	// by samples is too low).
+	loop := newScrapeLoop(t, 15*time.Second/k, time.Now())
+	end := loop.t0.Add(12 * time.Second)
+	var eng *promql.Engine
+	query := func(expr string, ts time.Time) ([]promSample, error) { return loop.query(ctx, eng, expr, ts) }
+	for {
+		loop.run(ctx, "mixed", addr, end)
+		if ctx.Err() != nil {
+			t.Fatalf("scraping the exporter: %v\nexporter:\n%s", ctx.Err(), exporter.Log())
 		}
-		f, err := promQuery(ctx, addr, `cluster:gpulens_cost_month_forecast:usd`, time.Now())
-		return err == nil && len(f) == 1
-	})
-	if !ready {
-		t.Fatalf("no busy counters or totals after %s: %v\nexporter:\n%s\nprometheus:\n%s", time.Since(began), ctx.Err(), exporter.Log(), prom.Log())
+		eng = promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute / k})
+		n, err := query(`min(count_over_time(gpulens_gpu_busy_seconds_total[11s]))`, end)
+		if err == nil && len(n) == 1 && n[0].value >= 27 {
+			break
+		}
+		t.Logf("%v scrapes of the busy counters in the last 11 s (%v); scraping on", n, err)
+		end = time.Now().Add(2 * time.Second)
 	}
-	t.Logf("data ready %s after Prometheus started", time.Since(began).Round(100*time.Millisecond))
-	at := time.Now().Add(-time.Second) // no rule group still writing
+	eng = loop.evaluate(ctx, t, rulesDir, 15*time.Second/k, end, k)
+	t.Logf("scraped %s, rules evaluated in %s", end.Sub(loop.t0).Round(100*time.Millisecond), time.Since(end).Round(100*time.Millisecond))
+	if f, err := query(`cluster:gpulens_cost_month_forecast:usd`, end); err != nil || len(f) != 1 {
+		t.Fatalf("no forecast after the rules ran: %v %v", f, err)
+	}
+	at := end
 
 	value := func(expr string) float64 {
 		t.Helper()
-		r, err := promQuery(ctx, addr, expr, at)
+		r, err := query(expr, at)
 		if err != nil || len(r) != 1 {
 			t.Fatalf("%s: %v %v", expr, r, err)
 		}
@@ -233,7 +238,7 @@ func TestCostDashboardOnMixedFleet(t *testing.T) {
 		}
 		for i, tg := range p.Targets {
 			expr := grafanaVars.Replace(tg.Expr)
-			got, err := promQuery(ctx, addr, expr, at)
+			got, err := query(expr, at)
 			if err != nil {
 				t.Errorf("panel %q target %s: %v", p.Title, tg.RefID, err)
 				continue
@@ -255,7 +260,7 @@ func TestCostDashboardOnMixedFleet(t *testing.T) {
 	if sum := value(`sum(pod:gpulens_allocation_cost:usd_per_hour) + sum(gpu:gpulens_gpu_unallocated_cost:usd_per_hour)`); math.Abs(sum-mixedFleetSpend) > 1e-9 {
 		t.Errorf("allocation + unallocated = %v, want the spend %v", sum, mixedFleetSpend)
 	}
-	if r, err := promQuery(ctx, addr, `ALERTS{alertname="GpulensNamespaceCostForecastOverBudget"}`, at); err != nil || len(r) != 0 {
+	if r, err := query(`ALERTS{alertname="GpulensNamespaceCostForecastOverBudget"}`, at); err != nil || len(r) != 0 {
 		t.Errorf("budget alert %v %v: no namespace of mixed-fleet has a budget", r, err)
 	}
 }

@@ -210,13 +210,13 @@ func parseExposition(body []byte, ctype string, target labels.Labels, add func(l
 	}
 }
 
-// evaluateRules evaluates the rule groups of the files in rulesDir (already
+// evaluate evaluates the rule groups of the files in rulesDir (already
 // scaled k times) over the scraped TSDB from t0 to end, each group at every
 // multiple of its interval from t0 (defaultInterval where a group names
-// none), and returns the ALERTS samples of state firing and pending by
-// scenario as episodes in sim time. A rule that fails to evaluate is a
-// test error.
-func (s *scrapeLoop) evaluateRules(ctx context.Context, t *testing.T, rulesDir string, defaultInterval time.Duration, end time.Time, k int) (firing, pending map[string][]episode) {
+// none), writing records and ALERTS back as a Prometheus server does, and
+// returns the engine that answers queries over the result. A rule that
+// fails to evaluate is a test error.
+func (s *scrapeLoop) evaluate(ctx context.Context, t *testing.T, rulesDir string, defaultInterval time.Duration, end time.Time, k int) *promql.Engine {
 	t.Helper()
 	eng := promql.NewEngine(promql.EngineOpts{
 		MaxSamples: 50_000_000, Timeout: time.Minute,
@@ -281,6 +281,14 @@ func (s *scrapeLoop) evaluateRules(ctx context.Context, t *testing.T, rulesDir s
 		t.Errorf("scrape: %s", e)
 	}
 	s.mu.Unlock()
+	return eng
+}
+
+// evaluateRules is evaluate, then the ALERTS samples of state firing and
+// pending by scenario as episodes in sim time.
+func (s *scrapeLoop) evaluateRules(ctx context.Context, t *testing.T, rulesDir string, defaultInterval time.Duration, end time.Time, k int) (firing, pending map[string][]episode) {
+	t.Helper()
+	eng := s.evaluate(ctx, t, rulesDir, defaultInterval, end, k)
 	episodes := func(state string) map[string][]episode {
 		series, err := s.rawRange(ctx, eng, fmt.Sprintf(`ALERTS{alertstate=%q}`, state), end, k)
 		if err != nil {
@@ -289,6 +297,31 @@ func (s *scrapeLoop) evaluateRules(ctx context.Context, t *testing.T, rulesDir s
 		return episodesOf(series)
 	}
 	return episodes("firing"), episodes("pending")
+}
+
+// query runs an instant query of expr at ts over what was scraped and
+// evaluated.
+func (s *scrapeLoop) query(ctx context.Context, eng *promql.Engine, expr string, ts time.Time) ([]promSample, error) {
+	qry, err := eng.NewInstantQuery(ctx, s.st, nil, expr, ts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", expr, err)
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, fmt.Errorf("%s: %w", expr, res.Err)
+	}
+	switch v := res.Value.(type) {
+	case promql.Scalar:
+		return []promSample{{metric: map[string]string{}, value: v.V}}, nil
+	case promql.Vector:
+		out := make([]promSample, 0, len(v))
+		for _, smp := range v {
+			out = append(out, promSample{metric: smp.Metric.Map(), value: smp.F})
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s: result type %s", expr, res.Value.Type())
 }
 
 // rawRange returns every raw sample of the series sel selects from t0 to
