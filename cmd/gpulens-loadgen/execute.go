@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/metrics"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/textreport"
 )
@@ -58,8 +57,8 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 	meta := c.Metadata()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
-	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
-		metrics.Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: p.Mode}, opt.Prices, nil)
+	m := New(reg, Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
+		Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: p.Mode}, opt.Prices, nil)
 	// The metrics server lives until execute returns: after the reports and
 	// any --linger.
 	srvCtx, stopServer := context.WithCancel(ctx)

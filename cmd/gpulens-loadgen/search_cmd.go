@@ -10,15 +10,13 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/gpulens/gpulens/loadgen/report"
+	"github.com/gpulens/gpulens/loadgen/search"
+	"github.com/gpulens/gpulens/loadgen/textreport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"golang.org/x/term"
-
-	"github.com/gpulens/gpulens/loadgen/metrics"
-	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // searchCommand is `gpulens-loadgen search`: the largest concurrency or
@@ -100,8 +98,8 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 		return usageError{err}
 	}
 	meta := prober.Metadata()
-	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
-		metrics.Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
+	m := New(reg, Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
+		Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
 	obs.observer = observer{m, newProgress(f.progress && term.IsTerminal(int(os.Stderr.Fd())))}
 	srvCtx, stopServer := context.WithCancel(ctx)
 	defer stopServer()

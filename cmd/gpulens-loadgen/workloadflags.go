@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -70,7 +70,7 @@ func (f *workloadFlags) traceLevel() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r := schedule.MeanRate(t.Offsets()); r > 0 {
+	if r := runner.MeanRate(t.Offsets()); r > 0 {
 		return r, nil
 	}
 	return float64(len(t.Requests)), nil

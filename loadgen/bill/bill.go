@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/pricing"
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -308,7 +307,7 @@ func (cc *Bill) WriteText(w io.Writer) error {
 		if r.Interrupted {
 			flag = " (interrupted)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, format.USD(r.GPUHourlyUSD, 4), r.GPUs)
+		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, report.USD(r.GPUHourlyUSD, 4), r.GPUs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -320,22 +319,22 @@ func (cc *Bill) WriteText(w io.Writer) error {
 		gpus = "GPUs"
 	}
 	rate := cc.GPUHourlyUSD * float64(cc.GPUs)
-	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", format.USD(cc.GPUHourlyUSD, 4), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
+	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", report.USD(cc.GPUHourlyUSD, 4), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
 	fmt.Fprintf(w, "billed time: %s\n\n", billing(cc.BillingIncrementSeconds, cc.MinimumChargeSeconds))
 	for _, l := range []struct {
 		k string
 		h float64
 	}{{"runs", cc.RunHours}, {"setup", cc.SetupHours}, {"retries", cc.RetryHours}, {"rounding", cc.RoundingHours}} {
-		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, format.USD(rate*l.h, 4))
+		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, report.USD(rate*l.h, 4))
 	}
-	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, format.USD(cc.GPUUSD, 4))
-	fmt.Fprintf(tw, "storage\t\t%s\n", format.USD(cc.StorageUSD, 4))
-	fmt.Fprintf(tw, "egress\t\t%s\n", format.USD(cc.EgressUSD, 4))
-	fmt.Fprintf(tw, "total\t\t%s\n", format.USD(cc.TotalUSD, 4))
+	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, report.USD(cc.GPUUSD, 4))
+	fmt.Fprintf(tw, "storage\t\t%s\n", report.USD(cc.StorageUSD, 4))
+	fmt.Fprintf(tw, "egress\t\t%s\n", report.USD(cc.EgressUSD, 4))
+	fmt.Fprintf(tw, "total\t\t%s\n", report.USD(cc.TotalUSD, 4))
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "samples completed\t%d\n", cc.SamplesCompleted)
-	fmt.Fprintf(tw, "cost per sample\t%s\n", format.USD(cc.PerSampleUSD, 4))
-	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", format.USD(cc.Per1kSamplesUSD, 4))
+	fmt.Fprintf(tw, "cost per sample\t%s\n", report.USD(cc.PerSampleUSD, 4))
+	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", report.USD(cc.Per1kSamplesUSD, 4))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

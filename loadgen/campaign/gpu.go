@@ -8,7 +8,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // The GPU side of every run, read from the gpulens exporter
@@ -20,7 +19,7 @@ const minExporterInterval = 100 * time.Millisecond
 // validateExporter checks the exporter's options.
 func validateExporter(o *Options) error {
 	if o.ExporterURL != "" {
-		if _, err := weburl.Check(o.ExporterURL); err != nil {
+		if _, err := option.Check(o.ExporterURL); err != nil {
 			return option.Errorf("%s %q: must be an http:// or https:// URL: %v", option.Name("ExporterURL"), o.ExporterURL, err)
 		}
 	}

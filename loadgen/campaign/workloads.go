@@ -7,7 +7,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/servermetrics"
 )
 
@@ -28,7 +27,7 @@ func prepareWorkloads(o *Options, mode string) error {
 		return option.Errorf("%s %d: the workload makes no conversations (its Turns is %d)", option.Name("Turns"), o.Run.Turns, o.Workload.Turns)
 	}
 	if t := o.Workload.Trace; t != nil && mode == report.ModeOpen {
-		o.Run.Schedule.Arrival = schedule.Trace
+		o.Run.Schedule.Arrival = runner.Trace
 		o.Run.Schedule.Offsets = t.Offsets()
 	}
 	if o.ServerMetrics != nil {
@@ -45,7 +44,7 @@ func (c *Campaign) workloadSettings(rc runner.Config) (report.TraceSettings, rep
 	var ts report.TraceSettings
 	if t := c.opt.Workload.Trace; t != nil {
 		ts = report.TraceSettings{File: t.Name, Format: t.Format, Speedup: t.Speedup, MaxRequests: t.MaxRequests,
-			Requests: len(t.Requests), Skipped: t.Skipped, ArrivalTimes: rc.Schedule.Arrival == schedule.Trace}
+			Requests: len(t.Requests), Skipped: t.Skipped, ArrivalTimes: rc.Schedule.Arrival == runner.Trace}
 	}
 	var mt report.MultiTurnSettings
 	if rc.Turns > 1 {

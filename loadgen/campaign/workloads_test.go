@@ -9,7 +9,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -30,7 +29,7 @@ func TestPrepareWorkloads(t *testing.T) {
 		want   string
 	}{
 		{"trace in open loop sends at its times", report.ModeOpen, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
-			if o.Run.Schedule.Arrival != schedule.Trace || !slices.Equal(o.Run.Schedule.Offsets, []time.Duration{0, 500 * ms}) {
+			if o.Run.Schedule.Arrival != runner.Trace || !slices.Equal(o.Run.Schedule.Offsets, []time.Duration{0, 500 * ms}) {
 				return "schedule not the trace's"
 			}
 			return ""

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/gpulens/gpulens/loadgen/compare"
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -34,14 +33,14 @@ var comparePage = template.Must(template.New("compare").Funcs(template.FuncMap{
 		}
 		return s
 	},
-	"usd":    func(v float64) string { return format.USD(v, 3) },
+	"usd":    func(v float64) string { return report.USD(v, 3) },
 	"tokens": fmtTokens,
 	// level: one level, as the search comparison shows it.
-	"level": func(mode string, l float64) string { return format.Level(mode == report.ModeOpen, l) },
+	"level": func(mode string, l float64) string { return report.Level(mode == report.ModeOpen, l) },
 	"levels": func(mode string, ls []float64) string {
 		var s []string
 		for _, l := range ls {
-			s = append(s, format.Level(mode == report.ModeOpen, l))
+			s = append(s, report.Level(mode == report.ModeOpen, l))
 		}
 		return strings.Join(s, ", ")
 	},
@@ -149,15 +148,15 @@ func compareCharts(index int, p compare.Pair) []chart {
 				ss[i].Low, ss[i].High = nil, nil
 			}
 		}
-		unit, f := m.Unit, format.Num
+		unit, f := m.Unit, report.Num
 		switch m.Unit {
 		case "seconds":
-			f = format.SecondsTick
+			f = report.SecondsTick
 		case "USD":
-			f = format.USDTick
+			f = report.USDTick
 		case "bytes": // charted in GiB, for round ticks
 			unit = "GiB"
-			f = func(v float64) string { return format.Sig(v, 3) + " GiB" }
+			f = func(v float64) string { return report.Sig(v, 3) + " GiB" }
 			for i := range ss {
 				for _, vs := range [][]float64{ss[i].Values, ss[i].Low, ss[i].High} {
 					for j := range vs {

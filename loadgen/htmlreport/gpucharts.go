@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -55,13 +54,13 @@ func gpuCharts(doc *report.Document) []chart {
 			return 0, false
 		}))
 	}
-	gibFmt := func(v float64) string { return format.Sig(v, 3) + " GiB" }
+	gibFmt := func(v float64) string { return report.Sig(v, 3) + " GiB" }
 	c1 := lineChart(ChartPeakVRAMVsLevel, "Peak GPU memory used against "+xl, "GiB", xl, ll, vram, gibFmt)
 	c1.Caption = "The largest memory used during each run, read from the gpulens exporter; each level the mean of its repeats."
 	c2 := lineChart(ChartTokensPerJouleVsLevel, "Output tokens per joule against "+xl, "tokens/J", xl, ll, []series{
 		gpuSeries(kept, "output tokens/J", report.StatGPUOutputTokensPerJoule, 1,
 			func(g *report.RunGPU) (float64, bool) { return g.OutputTokensPerJoule, g.EnergyJoules > 0 }),
-	}, format.Num)
+	}, report.Num)
 	c2.Caption = "Output tokens of the run's measured requests divided by the energy the GPUs serving used during it."
 	if fromPower {
 		c2.Caption += " Some energies are mean power × duration: a GPU had no energy counter."

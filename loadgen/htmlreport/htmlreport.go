@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -26,16 +25,16 @@ var pageTemplate string
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
-	"secs": format.SecondsTick,
+	"secs": report.SecondsTick,
 	// tokens: a length asked for and the server's count (p50).
 	"tokens": fmtTokens,
-	"usd":    format.USDTick,
-	"num":    format.Num,
-	"pct":    format.Percent,
+	"usd":    report.USDTick,
+	"num":    report.Num,
+	"pct":    report.Percent,
 	// search: the capacity search's section (search.go).
 	"search": searchSection,
 	"bytes": func(v float64) string {
-		return format.Bytes(v)
+		return report.Bytes(v)
 	},
 	"time": func(t time.Time) string {
 		if t.IsZero() {
@@ -161,8 +160,8 @@ func build(doc *report.Document) view {
 			add("MIG instance on GPU "+mi.GPU, mi.Profile)
 		}
 		if g.Samples > 0 {
-			add("Peak GPU memory used", format.Bytes(g.PeakMemoryUsedBytes))
-			add("Mean GPU utilisation", format.Percent(g.MeanUtilizationRatio))
+			add("Peak GPU memory used", report.Bytes(g.PeakMemoryUsedBytes))
+			add("Mean GPU utilisation", report.Percent(g.MeanUtilizationRatio))
 			add("GPU samples", strconv.Itoa(g.Samples))
 		}
 		add("GPU exporter error", g.Error)
@@ -271,7 +270,7 @@ func levelName(runs []report.Run) string {
 	return "concurrency"
 }
 
-func fmtLevel(r report.Run) string { return format.Level(r.Settings.Mode == report.ModeOpen, r.Level) }
+func fmtLevel(r report.Run) string { return report.Level(r.Settings.Mode == report.ModeOpen, r.Level) }
 
 // runLabels gives each run a short axis label: its level, plus the repeat
 // or "mean" when a level has several runs.
@@ -420,7 +419,7 @@ func charts(doc *report.Document, labels []string) []chart {
 				ss[j].Values = append(ss[j].Values, v)
 			}
 		}
-		c := barChart(name, title, "seconds", rl, ss, format.SecondsTick)
+		c := barChart(name, title, "seconds", rl, ss, report.SecondsTick)
 		c.Caption = caption
 		return c
 	}
@@ -440,21 +439,21 @@ func charts(doc *report.Document, labels []string) []chart {
 		lineChart(ChartTTFTVsLevel, "TTFT against "+xl, "seconds", xl, ll, []series{
 			levelSeries(pts, "p50", "ttft_seconds.p50"),
 			levelSeries(pts, "p99", "ttft_seconds.p99"),
-		}, format.SecondsTick),
+		}, report.SecondsTick),
 		lineChart(ChartThroughputVsLvl, "Output tokens/s against "+xl, "tokens/s", xl, ll, []series{
 			levelSeries(pts, "output tokens/s", "output_tokens_per_second"),
-		}, format.Num),
+		}, report.Num),
 		lineChart(ChartGoodputVsLevel, "Request throughput and goodput against "+xl, "requests/s", xl, ll, []series{
 			levelSeries(pts, "requests/s", "request_throughput_per_second"),
 			levelSeries(pts, "goodput/s", "goodput_per_second"),
-		}, format.Num),
+		}, report.Num),
 		lineChart(ChartCostVsLevel, "Cost per request against "+xl, "USD", xl, ll, []series{
 			levelSeries(pts, "cost per request", "cost.per_request_usd"),
-		}, format.USDTick),
+		}, report.USDTick),
 		lineChart(ChartScheduleLagLevel, "Schedule lag against "+xl, "seconds", xl, ll, []series{
 			levelSeries(pts, "p50", "schedule_lag_seconds.p50"),
 			levelSeries(pts, "p99", "schedule_lag_seconds.p99"),
-		}, format.SecondsTick),
+		}, report.SecondsTick),
 	)
 	// Errors: the known classes in order, then any other class seen.
 	classes := append([]string(nil), report.ErrorClasses...)

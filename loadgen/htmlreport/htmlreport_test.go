@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -199,16 +198,16 @@ func TestScale(t *testing.T) {
 
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
-		{format.SecondsTick(0.0123), "12.3 ms"},
-		{format.SecondsTick(0.000456), "456 µs"},
-		{format.SecondsTick(2.5), "2.5 s"},
-		{format.SecondsTick(0), "0"},
-		{format.SecondsTick(0.05), "50 ms"},
-		{format.USDTick(0.000123456), "$0.000123"},
-		{format.USDTick(3.6), "$3.60"},
-		{format.USDTick(0), "$0"},
-		{format.Num(1234.6), "1235"},
-		{format.Num(12.345), "12.3"},
+		{report.SecondsTick(0.0123), "12.3 ms"},
+		{report.SecondsTick(0.000456), "456 µs"},
+		{report.SecondsTick(2.5), "2.5 s"},
+		{report.SecondsTick(0), "0"},
+		{report.SecondsTick(0.05), "50 ms"},
+		{report.USDTick(0.000123456), "$0.000123"},
+		{report.USDTick(3.6), "$3.60"},
+		{report.USDTick(0), "$0"},
+		{report.Num(1234.6), "1235"},
+		{report.Num(12.345), "12.3"},
 		{fmtCount(7), "7"},
 	} {
 		if tc.got != tc.want {

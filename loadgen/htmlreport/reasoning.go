@@ -1,7 +1,6 @@
 package htmlreport
 
 import (
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -57,9 +56,9 @@ func reasoningCharts(doc *report.Document, labels []string) []chart {
 	if len(ls) == 0 {
 		return nil
 	}
-	tc := stackedChart(ChartReasoningTokens, "Output per request: reasoning against answer (mean tokens)", "tokens", ls, tok, format.Num)
+	tc := stackedChart(ChartReasoningTokens, "Output per request: reasoning against answer (mean tokens)", "tokens", ls, tok, report.Num)
 	tc.Caption = "Both count as output tokens (throughput, cost); only the answer's are what the user reads."
-	ac := barChart(ChartAnswerTTFT, "Time to first token of any kind against time to the first answer token", "seconds", ls, ttft, format.SecondsTick)
+	ac := barChart(ChartAnswerTTFT, "Time to first token of any kind against time to the first answer token", "seconds", ls, ttft, report.SecondsTick)
 	ac.Caption = "The first token of any kind is usually reasoning; the answer starts after the model stops thinking."
 	return []chart{tc, ac}
 }

@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"strings"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/search"
 )
@@ -52,7 +51,7 @@ type searchRow struct {
 // metadata.search.
 func searchSection(s *report.Search) (template.HTML, error) {
 	open := s.Mode == report.ModeOpen
-	l := func(v float64) string { return format.Level(open, v) }
+	l := func(v float64) string { return report.Level(open, v) }
 	var objs, probes []string
 	for _, o := range s.Objectives {
 		objs = append(objs, o.Text)
@@ -88,7 +87,7 @@ func searchSection(s *report.Search) (template.HTML, error) {
 				}
 			}
 		}
-		row.RunsPassed = format.Num(float64(passed)) + "/" + format.Num(float64(len(lv.Runs)))
+		row.RunsPassed = report.Num(float64(passed)) + "/" + report.Num(float64(len(lv.Runs)))
 		data.Rows = append(data.Rows, row)
 	}
 	var b bytes.Buffer

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -38,9 +37,9 @@ func workloadCharts(doc *report.Document, labels []string) []chart {
 		out = append(out,
 			timelineChart(ChartServerCacheTimeline, "Server: KV-cache usage and prefix-cache hits over time", "ratio", segs,
 				[]string{"kv_cache_usage_ratio", "prefix_cache_hit_ratio"}, []string{"KV-cache usage", "prefix-cache hit ratio"},
-				format.Percent, 1),
+				report.Percent, 1),
 			timelineChart(ChartServerRequestsTimeline, "Server: requests running and waiting over time", "requests", segs,
-				[]string{"requests_running", "requests_waiting"}, []string{"running", "waiting"}, format.Num, 0))
+				[]string{"requests_running", "requests_waiting"}, []string{"running", "waiting"}, report.Num, 0))
 	}
 	var tl []string
 	ss := []series{{Name: "first turn p50"}, {Name: "later turns p50"}, {Name: "first turn p99"}, {Name: "later turns p99"}}
@@ -54,7 +53,7 @@ func workloadCharts(doc *report.Document, labels []string) []chart {
 		}
 	}
 	if len(tl) > 0 {
-		c := barChart(ChartTurnsTTFT, "TTFT: first turn against later turns (which resend the conversation)", "seconds", tl, ss, format.SecondsTick)
+		c := barChart(ChartTurnsTTFT, "TTFT: first turn against later turns (which resend the conversation)", "seconds", tl, ss, report.SecondsTick)
 		c.Caption = "Later turns' prompts hold the whole conversation so far: a server whose prefix cache keeps it answers them about as fast as first turns."
 		out = append(out, c)
 	}
@@ -161,7 +160,7 @@ func timelineChart(name, title, yLabel string, segs []segment, keys, names []str
 				px, py := xOf(x0+t), sc.y(v)
 				pts = append(pts, strconv.FormatFloat(px, 'f', 1, 64)+","+strconv.FormatFloat(py, 'f', 1, 64))
 				c.Circles = append(c.Circles, circle{X: px, Y: py, R: 2, Fill: color,
-					Tip: fmt.Sprintf("%s, %s s: %s %s", s.label, format.Sig(t, 3), names[si], f(v))})
+					Tip: fmt.Sprintf("%s, %s s: %s %s", s.label, report.Sig(t, 3), names[si], f(v))})
 			}
 			flush()
 			x0 += s.span

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
@@ -30,7 +30,7 @@ func writeRead(t *testing.T, dir, name string, d *report.Document) Input {
 
 // workerDoc is shard sh's report of the runs, which embed records (times
 // counted from the worker's own start).
-func workerDoc(command string, sh schedule.Shard, start time.Time, runs []report.Run, records [][]report.Record) *report.Document {
+func workerDoc(command string, sh runner.Shard, start time.Time, runs []report.Run, records [][]report.Record) *report.Document {
 	d := &report.Document{Metadata: report.Metadata{Command: command, Model: "m", Endpoint: "chat", Seed: 3, Started: start,
 		Finished: start.Add(time.Minute), Shards: []string{sh.String()}}}
 	var reps []report.Run
@@ -56,10 +56,10 @@ func workerDoc(command string, sh schedule.Shard, start time.Time, runs []report
 func openWorkers(t *testing.T, dir string, n, shards int) []Input {
 	t.Helper()
 	const rate = 40.0
-	offsets := schedule.Generate(schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: 3}, n, 0)
+	offsets := runner.Generate(runner.ScheduleConfig{Rate: rate, Arrival: runner.Poisson, Seed: 3}, n, 0)
 	var in []Input
 	for i := 0; i < shards; i++ {
-		sh := schedule.Shard{Index: i, Count: shards}
+		sh := runner.Shard{Index: i, Count: shards}
 		st := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 211 * time.Millisecond)
 		var res []report.Record
 		for k, off := range offsets {
@@ -67,7 +67,7 @@ func openWorkers(t *testing.T, dir string, n, shards int) []Input {
 				res = append(res, synth(k, off))
 			}
 		}
-		set := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
+		set := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: runner.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 			Endpoint: "chat", Model: "m", Seed: 3, Shard: sh.String(), SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 			Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
 		sum := stats.Summarize(res, stats.SummaryConfig{SLO: set.SLO, Prices: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2},
@@ -92,7 +92,7 @@ func closedWorkers(t *testing.T, dir string, users []int) []Input {
 	shards := len(users)
 	var in []Input
 	for i, u := range users {
-		sh := schedule.Shard{Index: i, Count: shards}
+		sh := runner.Shard{Index: i, Count: shards}
 		st := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 97 * time.Millisecond)
 		var runs []report.Run
 		var results [][]report.Record

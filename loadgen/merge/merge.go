@@ -20,7 +20,7 @@ import (
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
@@ -216,8 +216,8 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 			len(seenShard), count, missingShards(seenShard, count)))
 	}
 	slices.SortFunc(meta.Shards, func(a, b string) int {
-		x, _ := schedule.ParseShard(a)
-		y, _ := schedule.ParseShard(b)
+		x, _ := runner.ParseShard(a)
+		y, _ := runner.ParseShard(b)
 		return x.Index - y.Index
 	})
 
@@ -285,15 +285,15 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 // non-aggregate runs carry: a worker's one shard (its own, "" for a
 // single process: 0/1), or the shards a merged report lists in
 // metadata.shards (its runs' settings.shard is "").
-func coverage(inp Input) ([]schedule.Shard, string, error) {
+func coverage(inp Input) ([]runner.Shard, string, error) {
 	d := inp.Doc
 	if d.Metadata.Command == "merge" {
 		if len(d.Metadata.Shards) == 0 {
 			return nil, "", fmt.Errorf("%s: merged report without metadata.shards", inp.Name)
 		}
-		var cover []schedule.Shard
+		var cover []runner.Shard
 		for _, s := range d.Metadata.Shards {
-			sh, err := schedule.ParseShard(s)
+			sh, err := runner.ParseShard(s)
 			if err != nil || s == "" {
 				return nil, "", fmt.Errorf("%s: metadata.shards: %q: want i/N", inp.Name, s)
 			}
@@ -311,11 +311,11 @@ func coverage(inp Input) ([]schedule.Shard, string, error) {
 		if r.Aggregate {
 			continue
 		}
-		sh, err := schedule.ParseShard(r.Settings.Shard)
+		sh, err := runner.ParseShard(r.Settings.Shard)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: run %q: settings.shard: %w", inp.Name, r.Name, err)
 		}
-		return []schedule.Shard{sh}, r.Settings.Shard, nil
+		return []runner.Shard{sh}, r.Settings.Shard, nil
 	}
 	return nil, "", fmt.Errorf("%s: no runs to merge", inp.Name)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
 
@@ -72,9 +72,9 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 		shards = 4
 		rate   = 40.0
 	)
-	sc := schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: 42}
-	offsets := schedule.Generate(sc, n, 0)
-	settings := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: schedule.Poisson, Requests: n / shards, TimeoutSeconds: 1,
+	sc := runner.ScheduleConfig{Rate: rate, Arrival: runner.Poisson, Seed: 42}
+	offsets := runner.Generate(sc, n, 0)
+	settings := report.Settings{Mode: report.ModeOpen, Rate: rate, Arrival: runner.Poisson, Requests: n / shards, TimeoutSeconds: 1,
 		Endpoint: "chat", Model: "m", Seed: 42, SLO: report.SLO{TTFTSeconds: 0.05, TPOTSeconds: 0.012},
 		Cost: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}}
 	sumCfg := stats.SummaryConfig{SLO: settings.SLO, Prices: report.CostSettings{GPUHourlyUSD: 2.5, GPUs: 2}, TargetRate: rate}
@@ -91,7 +91,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	dir := t.TempDir()
 	var in []Input
 	for i := 0; i < shards; i++ {
-		sh := schedule.Shard{Index: i, Count: shards}
+		sh := runner.Shard{Index: i, Count: shards}
 		st := start.Add(time.Duration(i)*137*time.Millisecond + 3*time.Hour)
 		// Each shard's record times count from its own start.
 		var res []report.Record

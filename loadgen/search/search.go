@@ -22,7 +22,6 @@ import (
 	"math"
 	"sort"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
@@ -355,7 +354,7 @@ func (x *searcher) mid(pass, fail float64) float64 {
 	return m
 }
 
-func (x *searcher) label(l float64) string { return format.Level(x.cfg.Mode == report.ModeOpen, l) }
+func (x *searcher) label(l float64) string { return report.Level(x.cfg.Mode == report.ModeOpen, l) }
 
 // result orders the levels and runs and states the contradictions.
 func (x *searcher) result() *Result {

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // Verdict is the search's answer in one sentence.
 func Verdict(s *report.Search) string {
 	open := s.Mode == report.ModeOpen
-	l := func(v float64) string { return format.Level(open, v) }
+	l := func(v float64) string { return report.Level(open, v) }
 	switch s.Outcome {
 	case report.SearchBracketed:
 		conf := "confirmed by a second measurement of both ends"
@@ -49,9 +48,9 @@ func ObjectiveValue(o report.SearchObjective, c report.SearchCheck) string {
 	case !c.Measured:
 		return "n/a"
 	case o.Stat != "":
-		return format.Seconds(c.Value)
+		return report.Seconds(c.Value)
 	}
-	return format.Percent(c.Value)
+	return report.Percent(c.Value)
 }
 
 // WriteText writes the search: the verdict, the objectives and the rule,
@@ -93,7 +92,7 @@ func WriteText(w io.Writer, s *report.Search) {
 		case s.Fail:
 			mark = " ◀ fail end"
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%d/%d", format.Level(open, lv.Level), verdict, mark, passed, len(lv.Runs))
+		fmt.Fprintf(tw, "%s\t%s%s\t%d/%d", report.Level(open, lv.Level), verdict, mark, passed, len(lv.Runs))
 		for i, o := range s.Objectives {
 			var vals []string
 			for _, r := range lv.Runs {
@@ -114,7 +113,7 @@ func WriteText(w io.Writer, s *report.Search) {
 		if !p.Passed {
 			v = "fail"
 		}
-		probes = append(probes, fmt.Sprintf("%s %s %s", p.Phase, format.Level(open, p.Level), v))
+		probes = append(probes, fmt.Sprintf("%s %s %s", p.Phase, report.Level(open, p.Level), v))
 	}
 	fmt.Fprintf(w, "probes in order: %s\n", strings.Join(probes, " → "))
 	for _, x := range s.NonMonotone {

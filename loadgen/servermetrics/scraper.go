@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // Defaults of Config.
@@ -43,7 +42,7 @@ type Config struct {
 // Validate fills the defaults and checks the configuration; errors name
 // the options.
 func (c *Config) Validate() error {
-	if _, err := weburl.Check(c.URL); err != nil {
+	if _, err := option.Check(c.URL); err != nil {
 		return option.Errorf("%s %q: must be an http:// or https:// URL: %v", option.Name("ServerMetricsURL"), c.URL, err)
 	}
 	if c.Interval == 0 {

@@ -2,7 +2,8 @@
 // durations, sizes, plain numbers and run levels, in the one way every
 // report (the console, compare's text, the HTML, the cost bill) shows
 // them. Machine formats (JSON, CSV) keep full precision and do not use it.
-package format
+
+package report
 
 import (
 	"math"

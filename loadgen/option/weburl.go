@@ -2,7 +2,8 @@
 // (the API's base URL, an exporter's or a server's /metrics) before any
 // request is sent: a malformed URL, a port out of range or a host name
 // that cannot exist is bad input, not a run whose every request fails.
-package weburl
+
+package option
 
 import (
 	"errors"

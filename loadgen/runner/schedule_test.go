@@ -1,4 +1,4 @@
-package schedule
+package runner
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestConstant(t *testing.T) {
-	got := Generate(Config{Rate: 4, Arrival: Constant}, 0, time.Second)
+	got := Generate(ScheduleConfig{Rate: 4, Arrival: Constant}, 0, time.Second)
 	want := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -18,7 +18,7 @@ func TestConstant(t *testing.T) {
 func TestRampUp(t *testing.T) {
 	// Rate ramps 0→10/s over 2 s: Λ(2s) = 10 expected arrivals, the 11th
 	// (e=10) lands exactly at 2 s and later ones every 100 ms.
-	got := Generate(Config{Rate: 10, Arrival: Constant, RampUp: 2 * time.Second}, 13, 0)
+	got := Generate(ScheduleConfig{Rate: 10, Arrival: Constant, RampUp: 2 * time.Second}, 13, 0)
 	if got[10] != 2*time.Second || got[12]-got[11] != 100*time.Millisecond {
 		t.Fatalf("ramp schedule %v", got)
 	}
@@ -29,7 +29,7 @@ func TestRampUp(t *testing.T) {
 
 func TestSeededAndRates(t *testing.T) {
 	for _, arr := range []string{Poisson, Gamma} {
-		c := Config{Rate: 1000, Arrival: arr, Burstiness: 0.5, Seed: 42}
+		c := ScheduleConfig{Rate: 1000, Arrival: arr, Burstiness: 0.5, Seed: 42}
 		a, b := Generate(c, 20000, 0), Generate(c, 20000, 0)
 		if !slices.Equal(a, b) {
 			t.Fatalf("%s: same seed, different schedules", arr)
@@ -61,7 +61,7 @@ func TestSeededAndRates(t *testing.T) {
 }
 
 func TestShardUnionEqualsSchedule(t *testing.T) {
-	c := Config{Rate: 500, Arrival: Poisson, Seed: 7}
+	c := ScheduleConfig{Rate: 500, Arrival: Poisson, Seed: 7}
 	whole := Generate(c, 1001, 0)
 	seen := make([]bool, len(whole))
 	for i := 0; i < 3; i++ {
@@ -91,7 +91,7 @@ func TestShardUnionEqualsSchedule(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, c := range []Config{{Rate: 0, Arrival: Poisson}, {Rate: 1, Arrival: "zipf"}, {Rate: 1, Arrival: Gamma}, {Rate: 1, Arrival: Poisson, RampUp: -1}} {
+	for _, c := range []ScheduleConfig{{Rate: 0, Arrival: Poisson}, {Rate: 1, Arrival: "zipf"}, {Rate: 1, Arrival: Gamma}, {Rate: 1, Arrival: Poisson, RampUp: -1}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)
 		}
@@ -121,7 +121,7 @@ func TestTraceReplay(t *testing.T) {
 		{"until cuts first", 6, 4, 100 * ms, offs[:2], 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Config{Arrival: Trace, Rate: tc.rate, Offsets: offs, Seed: 7, RampUp: time.Hour}
+			c := ScheduleConfig{Arrival: Trace, Rate: tc.rate, Offsets: offs, Seed: 7, RampUp: time.Hour}
 			if err := c.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -139,12 +139,12 @@ func TestTraceReplay(t *testing.T) {
 		rate float64
 	}{{[]time.Duration{0, 0}, 2}, {[]time.Duration{5 * ms}, 1}} {
 		// All at once (or one request): no rate to scale to; as recorded.
-		if got := Generate(Config{Arrival: Trace, Rate: c.rate, Offsets: c.offs}, 0, 0); !slices.Equal(got, c.offs) || MeanRate(c.offs) != 0 {
+		if got := Generate(ScheduleConfig{Arrival: Trace, Rate: c.rate, Offsets: c.offs}, 0, 0); !slices.Equal(got, c.offs) || MeanRate(c.offs) != 0 {
 			t.Errorf("%v at %v/s: got %v", c.offs, c.rate, got)
 		}
 	}
 	for _, bad := range [][]time.Duration{nil, {0, -ms}, {2 * ms, ms}} {
-		if err := (Config{Arrival: Trace, Rate: 1, Offsets: bad}).Validate(); err == nil {
+		if err := (ScheduleConfig{Arrival: Trace, Rate: 1, Offsets: bad}).Validate(); err == nil {
 			t.Errorf("offsets %v accepted", bad)
 		}
 	}

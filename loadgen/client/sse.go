@@ -8,7 +8,8 @@
 // comments (keep-alives); "data:" lines accumulate (joined by LF) until a
 // blank line dispatches the event; a single space after the colon is
 // dropped; unknown fields are ignored; a pending event at EOF is dispatched.
-package sse
+
+package client
 
 import (
 	"bufio"

@@ -1,7 +1,8 @@
 // Package metrics exposes a run's live measurements as Prometheus metrics
 // on a private registry. Histogram buckets match vLLM's server-side
 // histograms so client and server curves overlay.
-package metrics
+
+package main
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package weburl
+package option
 
 import (
 	"strings"

@@ -3,7 +3,8 @@
 // takes every index k with k mod N = i from the one schedule, so the shards
 // together send exactly the single-process schedule. A trace replay
 // (Arrival Trace) takes its offsets from the trace instead.
-package schedule
+
+package runner
 
 import (
 	"fmt"
@@ -21,13 +22,13 @@ const (
 	Constant = "constant"
 	Poisson  = "poisson"
 	Gamma    = "gamma"
-	// Trace sends at a trace's own arrival offsets (Config.Offsets),
-	// stretched or compressed to the mean rate Config.Rate.
+	// Trace sends at a trace's own arrival offsets (ScheduleConfig.Offsets),
+	// stretched or compressed to the mean rate ScheduleConfig.Rate.
 	Trace = "trace"
 )
 
-// Config describes the arrival process.
-type Config struct {
+// ScheduleConfig describes the arrival process.
+type ScheduleConfig struct {
 	Rate    float64 // requests per second after ramp-up
 	Arrival string
 	// Burstiness is the gamma shape k: 1 is Poisson, <1 burstier, >1
@@ -44,7 +45,7 @@ type Config struct {
 }
 
 // Validate checks the configuration.
-func (c Config) Validate() error {
+func (c ScheduleConfig) Validate() error {
 	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) {
 		return option.Errorf("%s must be a positive number, got %v", option.Name("Rate"), c.Rate)
 	}
@@ -74,7 +75,7 @@ func (c Config) Validate() error {
 
 // Generate returns offsets for requests 0..n-1, stopping early at the
 // first offset past until (when until > 0). It needs n > 0 or until > 0.
-func Generate(c Config, n int, until time.Duration) []time.Duration {
+func Generate(c ScheduleConfig, n int, until time.Duration) []time.Duration {
 	if c.Arrival == Trace {
 		return replay(c, n, until)
 	}
@@ -110,7 +111,7 @@ func Generate(c Config, n int, until time.Duration) []time.Duration {
 
 // replay returns the trace's offsets scaled to the rate, at most n of them
 // (n > 0) and those before until (until > 0).
-func replay(c Config, n int, until time.Duration) []time.Duration {
+func replay(c ScheduleConfig, n int, until time.Duration) []time.Duration {
 	factor := 1.0
 	if r := MeanRate(c.Offsets); r > 0 && c.Rate > 0 && math.Abs(r/c.Rate-1) > 1e-9 {
 		factor = r / c.Rate
