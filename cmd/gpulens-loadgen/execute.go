@@ -14,8 +14,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
+	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // execute runs the campaign of p with the options of the flags, serves its
@@ -46,7 +46,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 			}
 			return err
 		}},
-		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, res.Document) }},
+		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, res.Document) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, res.Records) }},
 		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, res.Responses) }},
 	}
@@ -88,7 +88,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 			}
 		}
 	}
-	textreport.WriteTable(os.Stdout, res.Document)
+	render.WriteTable(os.Stdout, res.Document)
 	serving := true
 	select {
 	case err := <-srvErr:

@@ -10,7 +10,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/merge"
-	"github.com/gpulens/gpulens/loadgen/textreport"
+	"github.com/gpulens/gpulens/loadgen/render"
 )
 
 // mergeCommand is `gpulens-loadgen merge OUT.json IN1.json IN2.json …`.
@@ -43,7 +43,7 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 		return err
 	}
 	if csv != "" {
-		if err := textreport.WriteCSVFile(csv, doc); err != nil {
+		if err := render.WriteCSVFile(csv, doc); err != nil {
 			return err
 		}
 	}
@@ -51,6 +51,6 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 		logger.Warn("merged report", "warning", w)
 	}
 	logger.Info("merged report written", "output", out, "inputs", len(inputs), "shards", doc.Metadata.Shards, "runs", len(doc.Runs))
-	textreport.WriteTable(os.Stdout, doc)
+	render.WriteTable(os.Stdout, doc)
 	return nil
 }

@@ -10,9 +10,9 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/search"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -83,7 +83,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 			}
 			return err
 		}},
-		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, doc) }},
+		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, doc) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, prober.Records) }},
 		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
 	}
@@ -128,7 +128,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 			}
 		}
 	}
-	textreport.WriteTable(os.Stdout, doc)
+	render.WriteTable(os.Stdout, doc)
 	search.WriteText(os.Stdout, res.Search)
 	serving := true
 	select {
