@@ -9,8 +9,8 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/exporterpoll"
 	"github.com/gpulens/gpulens/loadgen/manifest"
+	"github.com/gpulens/gpulens/loadgen/observe"
 )
 
 // evalFlags are the flags of what an evaluation campaign records beyond
@@ -28,7 +28,7 @@ type evalFlags struct {
 
 func addEvalFlags(cmd *kingpin.CmdClause) *evalFlags {
 	f := &evalFlags{}
-	cliflag.Duration(cmd, "exporter.poll-interval", "With --exporter.url: how often to read the exporter during a run (besides at its start and end).", exporterpoll.DefaultInterval.String(), &f.exporterInterval)
+	cliflag.Duration(cmd, "exporter.poll-interval", "With --exporter.url: how often to read the exporter during a run (besides at its start and end).", observe.DefaultPollInterval.String(), &f.exporterInterval)
 	cmd.Flag("exporter.gpus", "With --exporter.url: only the GPUs serving the model, by index or UUID, comma-separated, e.g. 0,1. Default (unset): every GPU the exporter reports.").PlaceHolder("LIST").StringVar(&f.exporterGPUs)
 	cmd.Flag("label", "A key=value label recorded in the report's manifest (container image digest, framework version, evaluation code commit…); repeatable.").PlaceHolder("KEY=VALUE").StringsVar(&f.labels)
 	cmd.Flag("server-info", "After the last run, ask the server what it is (vLLM /version, TGI /info, llama.cpp /props, Ollama /api/version, /api/show and /api/tags, SGLang /get_server_info, /v1/models) and record the answers in the manifest (--no-server-info: do not ask).").Default("true").BoolVar(&f.serverInfo)

@@ -23,11 +23,10 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/exporterpoll"
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -72,7 +71,7 @@ type Options struct {
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
 	// the GPU facts of the metadata and the GPU side of every run
-	// (Run.GPU): every ExporterInterval (exporterpoll.DefaultInterval when
+	// (Run.GPU): every ExporterInterval (observe.DefaultPollInterval when
 	// zero; at least 100 ms) and at each run's start and end.
 	// ExporterGPUs restricts the GPUs serving to these (indexes or UUIDs;
 	// empty: all the exporter reports).
@@ -102,8 +101,8 @@ type Options struct {
 	Logger      *slog.Logger // nil: discard
 
 	// ServerMetrics, when set, scrapes the server's own /metrics during
-	// every run into Run.ServerMetrics (loadgen/servermetrics).
-	ServerMetrics *servermetrics.Config
+	// every run into Run.ServerMetrics (loadgen/observe).
+	ServerMetrics *observe.Config
 
 	// Calibrate is how the synthetic prompts are fitted to the server's
 	// token counts before the first run (calibrate.go): CalibrateAuto
@@ -155,7 +154,7 @@ type Campaign struct {
 	meta   report.Metadata
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
-	poller *exporterpoll.Poller
+	poller *observe.Poller
 	// system is every request's system prompt ("": none; request.go).
 	system string
 }
@@ -260,7 +259,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 	res := &Result{Document: &report.Document{}}
 	meta := c.meta
 	meta.Started = time.Now().UTC()
-	var poller *exporterpoll.Poller
+	var poller *observe.Poller
 	if c.opt.ExporterURL != "" {
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
 )
 
 // prepareWorkloads checks the options of the trace replay, the multi-turn
@@ -56,7 +56,7 @@ func (c *Campaign) workloadSettings(rc runner.Config) (report.TraceSettings, rep
 // serverScrape is the scraping of the server's metrics during one run; its
 // zero value (scraping off) does nothing.
 type serverScrape struct {
-	s *servermetrics.Scraper
+	s *observe.Scraper
 }
 
 // startServerMetrics starts scraping the server's metrics, when asked to.
@@ -64,7 +64,7 @@ func (c *Campaign) startServerMetrics(ctx context.Context) serverScrape {
 	if c.opt.ServerMetrics == nil {
 		return serverScrape{}
 	}
-	s, err := servermetrics.Start(ctx, *c.opt.ServerMetrics)
+	s, err := observe.Start(ctx, *c.opt.ServerMetrics)
 	if err != nil { // checked in New: not expected
 		c.log.Warn("server metrics not scraped", "err", err)
 		return serverScrape{}

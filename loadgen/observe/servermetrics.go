@@ -1,13 +1,4 @@
-// Package servermetrics scrapes an inference server's own Prometheus
-// metrics while a run lasts and summarises them as report.ServerMetrics:
-// KV-cache usage, running and waiting requests, preemptions and the
-// prefix-cache hit ratio, under one set of names whatever the server
-// (vLLM, SGLang, TGI; docs/loadgen.md, "The server's own metrics").
-//
-// A Recorder turns scrapes into a summary and a timeline; a Scraper
-// drives a Recorder over HTTP every interval. Scraping never fails a run:
-// what went wrong is recorded in ServerMetrics.Error.
-package servermetrics
+package observe
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package exporterpoll
+package observe
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func TestEnergyAtRunEdges(t *testing.T) {
 			}}
 			srv := httptest.NewServer(e)
 			defer srv.Close()
-			p := New(Config{URL: srv.URL + "/metrics", Interval: 2 * time.Second, Now: e.clock})
+			p := New(PollerConfig{URL: srv.URL + "/metrics", Interval: 2 * time.Second, Now: e.clock})
 			at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
 			e.set(at(tc.start))
 			w := p.Begin(context.Background())

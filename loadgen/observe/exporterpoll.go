@@ -1,10 +1,4 @@
-// Package exporterpoll polls a gpulens exporter's /metrics during a campaign
-// and records the GPUs serving the model: their facts (model, driver, CUDA,
-// MIG profile) for the report's metadata (Info), and, per run, a window of
-// samples (Begin … End) summarised as the run's GPU side: peak memory per
-// GPU and summed, mean utilisation and power, and the energy the GPUs used
-// (the increase of their energy counters over the window).
-package exporterpoll
+package observe
 
 import (
 	"context"
@@ -49,17 +43,17 @@ const (
 // as too short for a trustworthy energy figure (report.RunGPU.Warning).
 const ShortRunRatio = 0.5
 
-// DefaultInterval is Config.Interval when it is zero.
-const DefaultInterval = 2 * time.Second
+// DefaultPollInterval is PollerConfig.Interval when it is zero.
+const DefaultPollInterval = 2 * time.Second
 
-// defaultTimeout is Config.Timeout when it is zero.
+// defaultTimeout is PollerConfig.Timeout when it is zero.
 const defaultTimeout = 5 * time.Second
 
-// Config configures a Poller.
-type Config struct {
+// PollerConfig configures a Poller.
+type PollerConfig struct {
 	// URL is the exporter's metrics URL (http://host:9842/metrics).
 	URL string
-	// Interval is how often Run polls (DefaultInterval when zero). Begin
+	// Interval is how often Run polls (DefaultPollInterval when zero). Begin
 	// and End poll once more each, so a run's window always has its
 	// first and last sample at the run's edges.
 	Interval time.Duration
@@ -76,7 +70,7 @@ type Config struct {
 
 // Poller scrapes the exporter. It is safe for concurrent use.
 type Poller struct {
-	cfg  Config
+	cfg  PollerConfig
 	http *http.Client
 	now  func() time.Time
 	log  *slog.Logger
@@ -90,9 +84,9 @@ type Poller struct {
 }
 
 // New returns a poller for cfg.
-func New(cfg Config) *Poller {
+func New(cfg PollerConfig) *Poller {
 	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
+		cfg.Interval = DefaultPollInterval
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout
@@ -117,7 +111,7 @@ func New(cfg Config) *Poller {
 // NewPoller returns a poller for the exporter metrics URL that polls every
 // interval.
 func NewPoller(url string, interval time.Duration, logger *slog.Logger) *Poller {
-	return New(Config{URL: url, Interval: interval, Logger: logger})
+	return New(PollerConfig{URL: url, Interval: interval, Logger: logger})
 }
 
 // Run polls every interval until ctx ends; the first poll is one interval

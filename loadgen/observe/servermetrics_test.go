@@ -1,4 +1,4 @@
-package servermetrics
+package observe
 
 import (
 	"context"

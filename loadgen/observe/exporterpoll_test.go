@@ -1,4 +1,4 @@
-package exporterpoll
+package observe
 
 import (
 	"context"
@@ -175,7 +175,7 @@ func stepClock(step time.Duration) func() time.Time {
 	}
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+func pollNear(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 // TestWindow: three scrapes of two GPUs (Begin, one poll, End), the
 // expectations computed by hand.
@@ -216,7 +216,7 @@ func TestWindow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := scripted(t, scrapes...)
-			p := New(Config{URL: srv.URL + "/metrics", Interval: time.Hour, GPUs: tc.gpus, Now: stepClock(2 * time.Second)})
+			p := New(PollerConfig{URL: srv.URL + "/metrics", Interval: time.Hour, GPUs: tc.gpus, Now: stepClock(2 * time.Second)})
 			ctx := context.Background()
 			w := p.Begin(ctx)
 			if err := p.Poll(ctx); err != nil {
@@ -246,14 +246,14 @@ func checkGPU(t *testing.T, got, want *report.RunGPU) {
 	}
 	for i, g := range got.GPUs {
 		w := want.GPUs[i]
-		if g.GPU != w.GPU || g.UUID != w.UUID || g.Name != w.Name || !near(g.PeakMemoryUsedBytes, w.PeakMemoryUsedBytes) ||
-			!near(g.MeanUtilizationRatio, w.MeanUtilizationRatio) || !near(g.MeanPowerWatts, w.MeanPowerWatts) || !near(g.EnergyJoules, w.EnergyJoules) {
+		if g.GPU != w.GPU || g.UUID != w.UUID || g.Name != w.Name || !pollNear(g.PeakMemoryUsedBytes, w.PeakMemoryUsedBytes) ||
+			!pollNear(g.MeanUtilizationRatio, w.MeanUtilizationRatio) || !pollNear(g.MeanPowerWatts, w.MeanPowerWatts) || !pollNear(g.EnergyJoules, w.EnergyJoules) {
 			t.Errorf("GPU %d = %+v, want %+v", i, g, w)
 		}
 	}
-	if !near(got.PeakMemoryUsedBytes, want.PeakMemoryUsedBytes) || !near(got.MeanUtilizationRatio, want.MeanUtilizationRatio) ||
-		!near(got.MeanPowerWatts, want.MeanPowerWatts) || !near(got.EnergyJoules, want.EnergyJoules) || got.EnergyFromPower != want.EnergyFromPower ||
-		!near(got.OutputTokensPerJoule, want.OutputTokensPerJoule) || !near(got.EnergyPerRequestJoules, want.EnergyPerRequestJoules) ||
+	if !pollNear(got.PeakMemoryUsedBytes, want.PeakMemoryUsedBytes) || !pollNear(got.MeanUtilizationRatio, want.MeanUtilizationRatio) ||
+		!pollNear(got.MeanPowerWatts, want.MeanPowerWatts) || !pollNear(got.EnergyJoules, want.EnergyJoules) || got.EnergyFromPower != want.EnergyFromPower ||
+		!pollNear(got.OutputTokensPerJoule, want.OutputTokensPerJoule) || !pollNear(got.EnergyPerRequestJoules, want.EnergyPerRequestJoules) ||
 		got.Samples != want.Samples || got.Error != want.Error {
 		t.Errorf("got  %+v\nwant %+v", *got, *want)
 	}
@@ -287,7 +287,7 @@ func TestWindowEnergy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := scripted(t, tc.scrapes...)
-			p := New(Config{URL: srv.URL, Interval: time.Hour, Now: stepClock(10 * time.Second)})
+			p := New(PollerConfig{URL: srv.URL, Interval: time.Hour, Now: stepClock(10 * time.Second)})
 			ctx := context.Background()
 			w := p.Begin(ctx)
 			for range len(tc.scrapes) - 2 {
@@ -305,7 +305,7 @@ func TestWindowEnergy(t *testing.T) {
 func TestWindowBounds(t *testing.T) {
 	s := func(en float64) string { return exposition(reading{"0", "GPU-a", en, 0.5, 100, en}) }
 	srv, n := scripted(t, s(1), s(2), s(4), s(8), s(16))
-	p := New(Config{URL: srv.URL, Interval: time.Hour, Now: stepClock(time.Second)})
+	p := New(PollerConfig{URL: srv.URL, Interval: time.Hour, Now: stepClock(time.Second)})
 	ctx := context.Background()
 	if err := p.Poll(ctx); err != nil { // before any window: energy 1
 		t.Fatal(err)
@@ -338,7 +338,7 @@ func TestWindowBounds(t *testing.T) {
 // before its first interval.
 func TestRunStops(t *testing.T) {
 	srv, n := scripted(t)
-	p := New(Config{URL: srv.URL, Interval: time.Hour})
+	p := New(PollerConfig{URL: srv.URL, Interval: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p.Run(ctx)
@@ -354,7 +354,7 @@ func TestNotANumber(t *testing.T) {
 		"# TYPE gpulens_gpu_memory_used_bytes gauge\ngpulens_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-a\"} +Inf\n" +
 		"# TYPE gpulens_gpu_utilization_ratio gauge\ngpulens_gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-a\"} 0.5\n"
 	srv, _ := scripted(t, body, body)
-	p := New(Config{URL: srv.URL, Interval: time.Hour, Now: stepClock(time.Second)})
+	p := New(PollerConfig{URL: srv.URL, Interval: time.Hour, Now: stepClock(time.Second)})
 	g := p.Begin(context.Background()).End(context.Background())
 	if g.MeanPowerWatts != 0 || g.PeakMemoryUsedBytes != 0 || g.EnergyJoules != 0 || g.MeanUtilizationRatio != 0.5 || len(g.GPUs) != 1 {
 		t.Errorf("%+v", *g)
