@@ -82,8 +82,8 @@ type Options struct {
 	// (Metadata.Manifest) with the host and the settings hash.
 	Labels map[string]string
 	// ServerInfo asks the server, after the last run, what it is (vLLM,
-	// TGI, llama.cpp, Ollama, SGLang endpoints: loadgen/manifest), each
-	// question within ServerInfoTimeout (manifest.DefaultTimeout when
+	// TGI, llama.cpp, Ollama, SGLang endpoints: report.AskServer), each
+	// question within ServerInfoTimeout (report.DefaultTimeout when
 	// zero); not when the campaign was interrupted.
 	ServerInfo        bool
 	ServerInfoTimeout time.Duration

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -84,14 +83,14 @@ type runRow struct {
 	Error int
 }
 
-// WriteFile renders doc into an HTML file at path (loadgen/outfile: a
+// WriteFile renders doc into an HTML file at path (report.Write: a
 // regular file atomically, a device, FIFO or symlink in place). A document
 // without runs is refused: there is nothing to render.
 func WriteFile(path string, doc *report.Document) error {
 	if len(doc.Runs) == 0 {
 		return ErrNoRuns
 	}
-	if err := outfile.Write(path, func(w io.Writer) error { return Render(w, doc) }); err != nil {
+	if err := report.Write(path, func(w io.Writer) error { return Render(w, doc) }); err != nil {
 		return fmt.Errorf("writing HTML report %s: %w", path, err)
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/gpulens/gpulens/loadgen/compare"
-	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -84,10 +83,10 @@ type comparePairView struct {
 }
 
 // WriteCompareFile renders a comparison into an HTML file at path
-// (loadgen/outfile: a regular file atomically, a device, FIFO or symlink
+// (report.Write: a regular file atomically, a device, FIFO or symlink
 // in place).
 func WriteCompareFile(path string, res *compare.Result) error {
-	if err := outfile.Write(path, func(w io.Writer) error { return RenderCompare(w, res) }); err != nil {
+	if err := report.Write(path, func(w io.Writer) error { return RenderCompare(w, res) }); err != nil {
 		return fmt.Errorf("writing HTML comparison %s: %w", path, err)
 	}
 	return nil

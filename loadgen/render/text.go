@@ -7,14 +7,13 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/gpulens/gpulens/loadgen/outfile"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// WriteCSVFile writes one row per run to path (loadgen/outfile: a regular
+// WriteCSVFile writes one row per run to path (report.Write: a regular
 // file atomically, a device, FIFO or symlink in place).
 func WriteCSVFile(path string, d *report.Document) error {
-	if err := outfile.Write(path, func(w io.Writer) error { return WriteCSV(w, d) }); err != nil {
+	if err := report.Write(path, func(w io.Writer) error { return WriteCSV(w, d) }); err != nil {
 		return fmt.Errorf("writing CSV %s: %w", path, err)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/manifest"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/workload"
@@ -161,7 +160,7 @@ func (c *Campaign) Document(r *Result) *report.Document {
 		m.Manifest = &mf
 	}
 	if m.Manifest != nil && len(r.Runs) > 0 {
-		m.Manifest.SettingsHash = SettingsHash(manifest.Configuration{Settings: r.Runs[0].Settings, Repeats: r.Search.Repeats,
+		m.Manifest.SettingsHash = SettingsHash(report.Configuration{Settings: r.Runs[0].Settings, Repeats: r.Search.Repeats,
 			DatasetSHA256: m.DatasetSHA256, ContinuousUsage: c.opt.Client.ContinuousUsage}, r.Search)
 	}
 	m.Search = r.Search
@@ -169,12 +168,12 @@ func (c *Campaign) Document(r *Result) *report.Document {
 }
 
 // SettingsHash is a search's settings hash: that of its runs' settings
-// (manifest.SettingsHash, without levels) and of the search's own
+// (report.SettingsHash, without levels) and of the search's own
 // settings (objectives, start, maximum, growth, precision, probe budget,
 // repeats), so that two searches hash alike exactly when they searched
 // the same way for the same workload. Empty when it cannot be computed.
-func SettingsHash(cfg manifest.Configuration, s *report.Search) string {
-	base, err := manifest.SettingsHash(cfg)
+func SettingsHash(cfg report.Configuration, s *report.Search) string {
+	base, err := report.SettingsHash(cfg)
 	if err != nil {
 		return ""
 	}
@@ -182,7 +181,7 @@ func SettingsHash(cfg manifest.Configuration, s *report.Search) string {
 	for _, o := range s.Objectives {
 		objs = append(objs, fmt.Sprintf("%s:%s%s%g", o.Metric, o.Stat, o.Op, o.Threshold))
 	}
-	b, err := manifest.Canonical(struct {
+	b, err := report.Canonical(struct {
 		Base       string   `json:"base"`
 		Mode       string   `json:"mode"`
 		Objectives []string `json:"objectives"`

@@ -1,12 +1,10 @@
-package manifest
+package report
 
 import (
 	"bufio"
 	"os"
 	"runtime"
 	"strings"
-
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // Host describes the machine the load generator runs on: the operating
@@ -14,8 +12,8 @@ import (
 // (/proc/sys/kernel/osrelease, as uname -r prints it; empty where there is
 // no /proc), the logical CPUs, the CPU model (/proc/cpuinfo) and the host
 // name.
-func Host() report.HostFacts {
-	h := report.HostFacts{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+func Host() HostFacts {
+	h := HostFacts{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	h.Hostname, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))

@@ -1,11 +1,4 @@
-// Package bill sums what an evaluation campaign cost, as the provider
-// bills it: the instance time of every report (failed, interrupted and
-// repeated runs included), setup, retries, storage and egress, rounded to
-// the billing increment, divided into a cost per completed sample (Sum,
-// from the billing Terms; the result is a Bill). The cost of one run from
-// its prices is report.CostSettings.RunCost. See docs/cost.md, "Campaign
-// cost".
-package bill
+package report
 
 import (
 	"fmt"
@@ -17,7 +10,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/pricing"
 	"github.com/gpulens/gpulens/loadgen/option"
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // Terms are the billing terms of a campaign: the billed items besides the
@@ -147,7 +139,7 @@ func (t Terms) Validate() error {
 // Every run of every report counts (failed, interrupted and repeated ones
 // too: they were billed); the samples are the completed requests. The reports must agree on the GPU price and count unless t
 // overrides them: a campaign is billed for one kind of instance.
-func Sum(t Terms, inputs []report.Named) (*Bill, error) {
+func Sum(t Terms, inputs []Named) (*Bill, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -204,7 +196,7 @@ func Sum(t Terms, inputs []report.Named) (*Bill, error) {
 }
 
 // line measures one report: its instance time, runs and samples.
-func line(in report.Named) (Line, error) {
+func line(in Named) (Line, error) {
 	rt := Line{Name: in.Name, Interrupted: in.Doc.Metadata.Interrupted}
 	runSeconds := 0.0
 	first := true
@@ -307,7 +299,7 @@ func (cc *Bill) WriteText(w io.Writer) error {
 		if r.Interrupted {
 			flag = " (interrupted)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, report.USD(r.GPUHourlyUSD, 4), r.GPUs)
+		fmt.Fprintf(tw, "%s%s\t%d\t%.4f\t%d\t%d\t%s/h × %d\n", r.Name, flag, r.Runs, r.Hours, r.SamplesCompleted, r.RequestsFailed, USD(r.GPUHourlyUSD, 4), r.GPUs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -319,22 +311,22 @@ func (cc *Bill) WriteText(w io.Writer) error {
 		gpus = "GPUs"
 	}
 	rate := cc.GPUHourlyUSD * float64(cc.GPUs)
-	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", report.USD(cc.GPUHourlyUSD, 4), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
+	fmt.Fprintf(w, "GPU price: %s/h × %d %s (price from the %s, GPU count from the %s)\n", USD(cc.GPUHourlyUSD, 4), cc.GPUs, gpus, cc.PriceFrom, cc.GPUsFrom)
 	fmt.Fprintf(w, "billed time: %s\n\n", billing(cc.BillingIncrementSeconds, cc.MinimumChargeSeconds))
 	for _, l := range []struct {
 		k string
 		h float64
 	}{{"runs", cc.RunHours}, {"setup", cc.SetupHours}, {"retries", cc.RetryHours}, {"rounding", cc.RoundingHours}} {
-		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, report.USD(rate*l.h, 4))
+		fmt.Fprintf(tw, "%s\t%.4f h\t%s\n", l.k, l.h, USD(rate*l.h, 4))
 	}
-	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, report.USD(cc.GPUUSD, 4))
-	fmt.Fprintf(tw, "storage\t\t%s\n", report.USD(cc.StorageUSD, 4))
-	fmt.Fprintf(tw, "egress\t\t%s\n", report.USD(cc.EgressUSD, 4))
-	fmt.Fprintf(tw, "total\t\t%s\n", report.USD(cc.TotalUSD, 4))
+	fmt.Fprintf(tw, "billed GPU time\t%.4f h\t%s\n", cc.BilledHours, USD(cc.GPUUSD, 4))
+	fmt.Fprintf(tw, "storage\t\t%s\n", USD(cc.StorageUSD, 4))
+	fmt.Fprintf(tw, "egress\t\t%s\n", USD(cc.EgressUSD, 4))
+	fmt.Fprintf(tw, "total\t\t%s\n", USD(cc.TotalUSD, 4))
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "samples completed\t%d\n", cc.SamplesCompleted)
-	fmt.Fprintf(tw, "cost per sample\t%s\n", report.USD(cc.PerSampleUSD, 4))
-	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", report.USD(cc.Per1kSamplesUSD, 4))
+	fmt.Fprintf(tw, "cost per sample\t%s\n", USD(cc.PerSampleUSD, 4))
+	fmt.Fprintf(tw, "cost per 1,000 samples\t%s\n", USD(cc.Per1kSamplesUSD, 4))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

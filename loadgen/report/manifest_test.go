@@ -1,4 +1,4 @@
-package manifest
+package report
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 var endpoints = []string{"GET /version", "GET /info", "GET /props", "GET /api/version", "POST /api/show", "GET /api/tags", "GET /get_server_info", "GET /v1/models"}
@@ -249,7 +248,7 @@ func TestFlatten(t *testing.T) {
 }
 
 func TestDerivePrecedence(t *testing.T) {
-	facts := []report.ServerFact{
+	facts := []ServerFact{
 		{Endpoint: "GET /version", Fields: map[string]string{"version": "0.11.0"}},
 		{Endpoint: "GET /props", Fields: map[string]string{"build_info": "b5000-abc"}},
 		{Endpoint: "GET /get_server_info", Fields: map[string]string{"version": "0.4.6", "revision": ""}},
@@ -307,9 +306,9 @@ func TestCanonical(t *testing.T) {
 
 func TestSettingsHash(t *testing.T) {
 	base := Configuration{
-		Settings: report.Settings{Mode: "closed", Concurrency: 1, DurationSeconds: 60, TimeoutSeconds: 300, Endpoint: "chat", Model: "m",
+		Settings: Settings{Mode: "closed", Concurrency: 1, DurationSeconds: 60, TimeoutSeconds: 300, Endpoint: "chat", Model: "m",
 			InputTokens: "fixed:256", OutputTokens: "fixed:128", Seed: 1, Prompts: "distinct", Dataset: "a.jsonl", Shard: "0/2",
-			Cost: report.CostSettings{GPUHourlyUSD: 2, GPUs: 1}},
+			Cost: CostSettings{GPUHourlyUSD: 2, GPUs: 1}},
 		Levels: []float64{1, 2, 4}, Repeats: 3, DatasetSHA256: "ab", Shards: 2,
 	}
 	h := func(mod func(*Configuration)) string {
@@ -332,7 +331,7 @@ func TestSettingsHash(t *testing.T) {
 		"another level's run": func(c *Configuration) { c.Settings.Concurrency = 4 },
 		"another shard":       func(c *Configuration) { c.Settings.Shard = "1/2" },
 		"dataset renamed":     func(c *Configuration) { c.Settings.Dataset = "b.jsonl" },
-		"other prices":        func(c *Configuration) { c.Settings.Cost = report.CostSettings{GPUHourlyUSD: 9, GPUs: 8} },
+		"other prices":        func(c *Configuration) { c.Settings.Cost = CostSettings{GPUHourlyUSD: 9, GPUs: 8} },
 	} {
 		if got := h(mod); got != h0 {
 			t.Errorf("%s: hash changed", name)
@@ -350,13 +349,13 @@ func TestSettingsHash(t *testing.T) {
 		"saturation":    func(c *Configuration) { c.Saturation = &Saturation{MaxErrorRatio: 0.05, MinGoodputRatio: 0.9} },
 		"usage":         func(c *Configuration) { c.ContinuousUsage = true },
 		"shared prefix": func(c *Configuration) {
-			c.Settings.SharedPrefix = report.SharedPrefixSettings{Groups: 8, Tokens: "fixed:1000", Pick: "uniform"}
+			c.Settings.SharedPrefix = SharedPrefixSettings{Groups: 8, Tokens: "fixed:1000", Pick: "uniform"}
 		},
 		"images": func(c *Configuration) {
-			c.Settings.Images = report.ImageSettings{PerRequest: 1, Width: 512, Height: 512, Format: "png", Distinct: 16}
+			c.Settings.Images = ImageSettings{PerRequest: 1, Width: 512, Height: 512, Format: "png", Distinct: 16}
 		},
 		"image files": func(c *Configuration) {
-			c.Settings.Images = report.ImageSettings{PerRequest: 1, Files: "a.png", FilesSHA256: "ab"}
+			c.Settings.Images = ImageSettings{PerRequest: 1, Files: "a.png", FilesSHA256: "ab"}
 		},
 	} {
 		if got := h(mod); got == h0 {
@@ -365,13 +364,13 @@ func TestSettingsHash(t *testing.T) {
 	}
 	// The hash is that of the canonical JSON documented in docs/loadgen.md.
 	c := base
-	c.Settings.Concurrency, c.Settings.Shard, c.Settings.Dataset, c.Settings.Cost = 0, "", "", report.CostSettings{}
+	c.Settings.Concurrency, c.Settings.Shard, c.Settings.Dataset, c.Settings.Cost = 0, "", "", CostSettings{}
 	b, _ := Canonical(struct {
-		Settings      report.Settings `json:"settings"`
-		Levels        []float64       `json:"levels"`
-		Repeats       int             `json:"repeats"`
-		DatasetSHA256 string          `json:"dataset_sha256"`
-		Shards        int             `json:"shards"`
+		Settings      Settings  `json:"settings"`
+		Levels        []float64 `json:"levels"`
+		Repeats       int       `json:"repeats"`
+		DatasetSHA256 string    `json:"dataset_sha256"`
+		Shards        int       `json:"shards"`
 	}{c.Settings, c.Levels, c.Repeats, c.DatasetSHA256, c.Shards})
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != h0 {
 		t.Errorf("hash %s is not the SHA-256 of %s", h0, b)

@@ -1,16 +1,4 @@
-// Package outfile writes the files a run produces (JSON and HTML reports,
-// CSV summaries, raw records) without ever replacing what is not a regular
-// file: a new path or a regular file is written atomically (a temporary
-// file in the same folder, renamed over the path), anything else is
-// written in place — a character device such as /dev/null, a FIFO, or a
-// symlink (/dev/stdout, a link to a report kept elsewhere), which stays a
-// link. Directories, sockets and block devices are refused. A FIFO never
-// blocks a write without bound (ReaderWait, StallTimeout).
-//
-// Check tells, before any work is done, whether Write will be able to
-// write a path, so that a run never measures for an hour to lose its
-// results to a missing folder.
-package outfile
+package report
 
 import (
 	"bufio"

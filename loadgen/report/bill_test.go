@@ -1,4 +1,4 @@
-package bill
+package report
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -16,15 +14,15 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // doc is a report started at t0 that ran for wall, with one run per entry
 // of completed (and failed), priced at price per hour for gpus GPUs. A
 // zero wall leaves the metadata times unset.
-func doc(id string, wall time.Duration, price float64, gpus int, completed, failed []int) *report.Document {
-	d := &report.Document{Metadata: report.Metadata{RunID: id}}
+func doc(id string, wall time.Duration, price float64, gpus int, completed, failed []int) *Document {
+	d := &Document{Metadata: Metadata{RunID: id}}
 	if wall > 0 {
 		d.Metadata.Started, d.Metadata.Finished = t0, t0.Add(wall)
 	}
 	for i := range completed {
-		d.Runs = append(d.Runs, report.Run{Name: "c=1 repeat=" + string(rune('1'+i)), Level: 1, Repeat: i + 1,
-			Settings: report.Settings{Cost: report.CostSettings{GPUHourlyUSD: price, GPUs: gpus}, WarmupSeconds: 60},
-			Summary:  report.Summary{RequestsCompleted: completed[i], RequestsFailed: failed[i], DurationSeconds: 1740}})
+		d.Runs = append(d.Runs, Run{Name: "c=1 repeat=" + string(rune('1'+i)), Level: 1, Repeat: i + 1,
+			Settings: Settings{Cost: CostSettings{GPUHourlyUSD: price, GPUs: gpus}, WarmupSeconds: 60},
+			Summary:  Summary{RequestsCompleted: completed[i], RequestsFailed: failed[i], DurationSeconds: 1740}})
 	}
 	return d
 }
@@ -47,7 +45,7 @@ func TestCampaignWorkedExample(t *testing.T) {
 		{"with setup and retries", Terms{SetupHours: 1.5, RetryHours: 0.5, BillingIncrement: time.Second}, 6, 3.60, 0.30, 0.0003},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []report.Named{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
+			cc, err := Sum(tc.c, []Named{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +86,7 @@ func TestCampaignBilling(t *testing.T) {
 		{"price and GPU override", Terms{BillingIncrement: time.Hour, GPUHourlyUSD: 0.5, GPUs: 8}, 2, 8, "options"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := Sum(tc.c, []report.Named{{Name: "x.json", Doc: d}})
+			cc, err := Sum(tc.c, []Named{{Name: "x.json", Doc: d}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,9 +106,9 @@ func TestCampaignHoursFromRuns(t *testing.T) {
 	// and warm-ups: 2 × (1740 + 60) s = 1 h. An aggregate run is not
 	// counted again.
 	d := doc("", 0, 1, 1, []int{100, 300}, []int{5, 0})
-	d.Runs = append(d.Runs, report.Run{Name: "c=1 (mean of 2)", Level: 1, Aggregate: true,
-		Settings: d.Runs[0].Settings, Summary: report.Summary{RequestsCompleted: 400, DurationSeconds: 1740}})
-	cc, err := Sum(Terms{}, []report.Named{{Name: "r.json", Doc: d}})
+	d.Runs = append(d.Runs, Run{Name: "c=1 (mean of 2)", Level: 1, Aggregate: true,
+		Settings: d.Runs[0].Settings, Summary: Summary{RequestsCompleted: 400, DurationSeconds: 1740}})
+	cc, err := Sum(Terms{}, []Named{{Name: "r.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +124,7 @@ func TestCampaignNotes(t *testing.T) {
 	d := doc("n", time.Hour, 2, 1, []int{0}, []int{10})
 	d.Metadata.Interrupted = true
 	d.Runs[0].Settings.Cost.OverheadHours = 1
-	cc, err := Sum(Terms{}, []report.Named{{Name: "n.json", Doc: d}})
+	cc, err := Sum(Terms{}, []Named{{Name: "n.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,30 +144,30 @@ func TestCampaignErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		c      Terms
-		inputs []report.Named
+		inputs []Named
 		want   string
 	}{
-		{"negative setup", Terms{SetupHours: -1}, []report.Named{{Name: "ok.json", Doc: ok}}, "SetupHours must be a non-negative number, got -1"},
-		{"negative retries", Terms{RetryHours: -0.5}, []report.Named{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
-		{"NaN storage", Terms{StorageUSD: math.NaN()}, []report.Named{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
-		{"infinite egress", Terms{EgressUSD: math.Inf(1)}, []report.Named{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
-		{"negative price", Terms{GPUHourlyUSD: -2}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price -2 must not be negative"},
+		{"negative setup", Terms{SetupHours: -1}, []Named{{Name: "ok.json", Doc: ok}}, "SetupHours must be a non-negative number, got -1"},
+		{"negative retries", Terms{RetryHours: -0.5}, []Named{{Name: "ok.json", Doc: ok}}, "RetryHours must be a non-negative number"},
+		{"NaN storage", Terms{StorageUSD: math.NaN()}, []Named{{Name: "ok.json", Doc: ok}}, "StorageUSD must be a non-negative number"},
+		{"infinite egress", Terms{EgressUSD: math.Inf(1)}, []Named{{Name: "ok.json", Doc: ok}}, "EgressUSD must be a non-negative number"},
+		{"negative price", Terms{GPUHourlyUSD: -2}, []Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price -2 must not be negative"},
 		// The cap every gpulens price has (pricing.CheckPrice), in the
 		// options and in the reports.
-		{"monthly price", Terms{GPUHourlyUSD: 5000}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price 5000 is more than 1000 USD per GPU-hour (is it a monthly price?)"},
-		{"monthly price in the reports", Terms{}, []report.Named{{Name: "month.json", Doc: doc("m", time.Hour, 2000, 1, []int{1}, []int{0})}},
+		{"monthly price", Terms{GPUHourlyUSD: 5000}, []Named{{Name: "ok.json", Doc: ok}}, "GPUHourlyUSD: price 5000 is more than 1000 USD per GPU-hour (is it a monthly price?)"},
+		{"monthly price in the reports", Terms{}, []Named{{Name: "month.json", Doc: doc("m", time.Hour, 2000, 1, []int{1}, []int{0})}},
 			"report month.json: settings.cost.gpu_hourly_usd: price 2000 is more than 1000 USD per GPU-hour (is it a monthly price?); set GPUHourlyUSD"},
-		{"negative GPUs", Terms{GPUs: -1}, []report.Named{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
-		{"negative increment", Terms{BillingIncrement: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
-		{"negative minimum", Terms{MinimumCharge: -time.Second}, []report.Named{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},
+		{"negative GPUs", Terms{GPUs: -1}, []Named{{Name: "ok.json", Doc: ok}}, "GPUs must not be negative"},
+		{"negative increment", Terms{BillingIncrement: -time.Second}, []Named{{Name: "ok.json", Doc: ok}}, "BillingIncrement must not be negative"},
+		{"negative minimum", Terms{MinimumCharge: -time.Second}, []Named{{Name: "ok.json", Doc: ok}}, "MinimumCharge must not be negative"},
 		{"no reports", Terms{}, nil, "no report given"},
-		{"no runs", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "empty.json", Doc: &report.Document{}}}, "report empty.json has no runs"},
-		{"only an aggregate", Terms{}, []report.Named{{Name: "agg.json", Doc: &report.Document{Runs: []report.Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
-		{"same run twice", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "copy.json", Doc: ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
-		{"no price", Terms{}, []report.Named{{Name: "free.json", Doc: doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
-		{"prices differ", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
-		{"GPU counts differ", Terms{}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "eight.json", Doc: doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
-		{"bad duration", Terms{}, []report.Named{{Name: "nan.json", Doc: func() *report.Document {
+		{"no runs", Terms{}, []Named{{Name: "ok.json", Doc: ok}, {Name: "empty.json", Doc: &Document{}}}, "report empty.json has no runs"},
+		{"only an aggregate", Terms{}, []Named{{Name: "agg.json", Doc: &Document{Runs: []Run{{Aggregate: true}}}}}, "report agg.json has no runs"},
+		{"same run twice", Terms{}, []Named{{Name: "ok.json", Doc: ok}, {Name: "copy.json", Doc: ok}}, "reports ok.json and copy.json are the same run (run_id ok)"},
+		{"no price", Terms{}, []Named{{Name: "free.json", Doc: doc("f", time.Hour, 0, 1, []int{1}, []int{0})}}, "the reports carry no GPU price"},
+		{"prices differ", Terms{}, []Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 1, []int{1}, []int{0})}}, "reports ok.json ($1/h) and dear.json ($4/h) were priced differently"},
+		{"GPU counts differ", Terms{}, []Named{{Name: "ok.json", Doc: ok}, {Name: "eight.json", Doc: doc("e", time.Hour, 1, 8, []int{1}, []int{0})}}, "reports ok.json (1 GPUs) and eight.json (8 GPUs)"},
+		{"bad duration", Terms{}, []Named{{Name: "nan.json", Doc: func() *Document {
 			d := doc("nan", time.Hour, 1, 1, []int{1}, []int{0})
 			d.Runs[0].Summary.DurationSeconds = -3
 			return d
@@ -183,14 +181,14 @@ func TestCampaignErrors(t *testing.T) {
 		})
 	}
 	// Differing prices are fine when the options override them.
-	if _, err := Sum(Terms{GPUHourlyUSD: 2, GPUs: 1}, []report.Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
+	if _, err := Sum(Terms{GPUHourlyUSD: 2, GPUs: 1}, []Named{{Name: "ok.json", Doc: ok}, {Name: "dear.json", Doc: doc("d", time.Hour, 4, 8, []int{1}, []int{0})}}); err != nil {
 		t.Errorf("override: %v", err)
 	}
 }
 
 func TestCampaignTextAndJSON(t *testing.T) {
 	d := doc("w", 4*time.Hour, 0.60, 1, []int{12000}, []int{0})
-	cc, err := Sum(Terms{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []report.Named{{Name: "w.json", Doc: d}})
+	cc, err := Sum(Terms{SetupHours: 1, RetryHours: 1, BillingIncrement: time.Minute, MinimumCharge: time.Hour}, []Named{{Name: "w.json", Doc: d}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package outfile
+package report
 
 import (
 	"errors"

@@ -1,10 +1,4 @@
-// Package manifest records what makes a load-generation report
-// reproducible and two reports comparable (report.Manifest): what the
-// inference server says it is (AskServer: vLLM, TGI, llama.cpp, Ollama and
-// SGLang each answer some of the endpoints asked), the load generator's
-// host (Host), the user's labels (ParseLabels) and a hash of the settings
-// that shape the workload and its measurement (SettingsHash).
-package manifest
+package report
 
 import (
 	"bytes"
@@ -19,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // DefaultTimeout bounds each question to the server when
@@ -87,7 +79,7 @@ var questions = []question{
 // flattened with dotted keys to depth 4, arrays and nulls left out, at
 // most 256 per endpoint; for /v1/models and /api/tags, those of the
 // model's entry.
-func AskServer(ctx context.Context, cfg ServerConfig) []report.ServerFact {
+func AskServer(ctx context.Context, cfg ServerConfig) []ServerFact {
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	root, hasV1 := strings.CutSuffix(base, "/v1")
 	timeout := cfg.Timeout
@@ -103,7 +95,7 @@ func AskServer(ctx context.Context, cfg ServerConfig) []report.ServerFact {
 	hc := &http.Client{Transport: tr,
 		// A redirect elsewhere is not the server answering.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	facts := make([]report.ServerFact, len(questions))
+	facts := make([]ServerFact, len(questions))
 	var wg sync.WaitGroup
 	for i, q := range questions {
 		url, endpoint := root+q.path, q.method+" "+q.path
@@ -122,8 +114,8 @@ func AskServer(ctx context.Context, cfg ServerConfig) []report.ServerFact {
 }
 
 // ask asks one question.
-func ask(ctx context.Context, hc *http.Client, cfg ServerConfig, q question, url string, timeout time.Duration) report.ServerFact {
-	var f report.ServerFact
+func ask(ctx context.Context, hc *http.Client, cfg ServerConfig, q question, url string, timeout time.Duration) ServerFact {
+	var f ServerFact
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
@@ -295,7 +287,7 @@ var (
 // Derive returns the server's version and the model's revision from the
 // facts AskServer returned (the first of versionFrom and revisionFrom an
 // answer carries), or "" for what none told.
-func Derive(facts []report.ServerFact) (serverVersion, modelRevision string) {
+func Derive(facts []ServerFact) (serverVersion, modelRevision string) {
 	pick := func(from []struct{ endpoint, field string }) string {
 		for _, d := range from {
 			for _, f := range facts {

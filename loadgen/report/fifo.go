@@ -1,4 +1,4 @@
-package outfile
+package report
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package manifest
+package report
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
-
-	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // Configuration is what SettingsHash hashes: a campaign's plan and the
@@ -20,7 +18,7 @@ type Configuration struct {
 	// the level (Concurrency, Rate: Levels has them), the shard index
 	// (Shard: Shards counts them), the dataset's file name (Dataset: its
 	// hash counts) and the prices (Cost).
-	Settings report.Settings
+	Settings Settings
 	// Levels (users or requests per second) and Repeats are the plan;
 	// Saturation its saturation rule, if any.
 	Levels     []float64
@@ -49,15 +47,15 @@ type Saturation struct {
 // name, labels, outputs or the exporter.
 func SettingsHash(c Configuration) (string, error) {
 	s := c.Settings
-	s.Concurrency, s.Rate, s.Shard, s.Dataset, s.Cost = 0, 0, "", "", report.CostSettings{}
+	s.Concurrency, s.Rate, s.Shard, s.Dataset, s.Cost = 0, 0, "", "", CostSettings{}
 	v := struct {
-		Settings        report.Settings `json:"settings"`
-		Levels          []float64       `json:"levels"`
-		Repeats         int             `json:"repeats"`
-		Saturation      *Saturation     `json:"saturation,omitempty"`
-		DatasetSHA256   string          `json:"dataset_sha256,omitempty"`
-		Shards          int             `json:"shards"`
-		ContinuousUsage bool            `json:"continuous_usage,omitempty"`
+		Settings        Settings    `json:"settings"`
+		Levels          []float64   `json:"levels"`
+		Repeats         int         `json:"repeats"`
+		Saturation      *Saturation `json:"saturation,omitempty"`
+		DatasetSHA256   string      `json:"dataset_sha256,omitempty"`
+		Shards          int         `json:"shards"`
+		ContinuousUsage bool        `json:"continuous_usage,omitempty"`
 	}{s, c.Levels, c.Repeats, c.Saturation, c.DatasetSHA256, max(c.Shards, 1), c.ContinuousUsage}
 	b, err := Canonical(v)
 	if err != nil {
