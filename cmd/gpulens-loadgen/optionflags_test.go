@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"maps"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -20,12 +21,11 @@ import (
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
 )
 
 // optionMaps are the maps that spell the libraries' options as flags:
 // each with the option structs whose fields it spells, and the library
-// folders or files (from the module root) whose option.Name values reach
+// folders or files (from the module root, files as path.Match patterns) whose option.Name values reach
 // it (but for those under skip).
 var optionMaps = []struct {
 	name    string
@@ -34,10 +34,10 @@ var optionMaps = []struct {
 	dirs    []string
 	skip    []string
 }{
-	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/search"}},
+	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
 	// search renames its errors with loadFlagNames and searchFlagNames
 	// over it (search_cmd.go).
-	{"searchFlagNames over loadFlagNames", searchNames(), []any{search.Config{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/search"}, nil},
+	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.Config{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
 	{"simFlagNames", simFlagNames, []any{simserver.Config{}}, []string{"internal/sim/simserver"}, nil},
 	{"gpuTieFlagNames", gpuTieFlagNames, []any{simserver.GPUTie{}}, []string{"internal/sim/simserver"}, nil},
 	{"costFlagNames", costFlagNames, []any{report.Terms{}}, []string{"loadgen/report/bill.go"}, nil},
@@ -116,8 +116,12 @@ func TestOptionFlagNamesComplete(t *testing.T) {
 
 var flagRE = regexp.MustCompile(`--[a-z0-9][a-z0-9.-]*[a-z0-9]`)
 
-// under tells whether the file f is the file or under the folder d.
-func under(f, d string) bool { return f == d || strings.HasPrefix(f, d+"/") }
+// under tells whether the file f is under the folder d or is the file d
+// (a path.Match pattern: loadgen/campaign/search*.go).
+func under(f, d string) bool {
+	m, _ := path.Match(d, f)
+	return m || strings.HasPrefix(f, d+"/")
+}
 
 func typeNames(structs []any) string {
 	var s []string

@@ -10,9 +10,9 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -20,7 +20,7 @@ import (
 )
 
 // searchCommand is `gpulens-loadgen search`: the largest concurrency or
-// rate meeting the --slo objectives (loadgen/search).
+// rate meeting the --slo objectives (loadgen/campaign, search*.go).
 func searchCommand(app *kingpin.Application) command {
 	cmd := app.Command("search", "Find the largest concurrency or rate that meets percentile objectives (--slo ttft:p99<=500ms --slo goodput>=0.95): "+
 		"exponential growth from the start level until a level fails, then bisection to the precision, each probe a full run repeated --repeats times, "+
@@ -34,7 +34,7 @@ func searchCommand(app *kingpin.Application) command {
 	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
 	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		cfg := search.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
+		cfg := campaign.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
 		switch {
 		case *concurrency != 0 && *rate != 0:
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
@@ -49,7 +49,7 @@ func searchCommand(app *kingpin.Application) command {
 			return usageError{fmt.Errorf("--trace: a trace replays its own times; a search sets the rate itself")}
 		}
 		for _, s := range f.objectives {
-			o, err := search.ParseObjective("--slo", s)
+			o, err := campaign.ParseObjective("--slo", s)
 			if err != nil {
 				return usageError{err}
 			}
@@ -66,7 +66,7 @@ func searchCommand(app *kingpin.Application) command {
 // executeSearch runs the search with the options of the flags, serves the
 // live metrics of its runs and writes its report, as execute does for run
 // and sweep.
-func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg search.Config) error {
+func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg campaign.Config) error {
 	f.status = exitOK
 	opt, err := f.options()
 	if err != nil {
@@ -74,7 +74,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 	}
 	opt.Logger = logger
 	var doc *report.Document
-	var prober *search.Campaign
+	var prober *campaign.SearchCampaign
 	outputs := []outFile{
 		{"--output", f.output, func(w io.Writer) error {
 			b, err := doc.Marshal()
@@ -93,7 +93,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
 	obs := &lateObserver{}
-	prober, err = search.NewCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
+	prober, err = campaign.NewSearchCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
 	if err != nil {
 		return usageError{err}
 	}
@@ -106,7 +106,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 	srvErr := serveMetrics(srvCtx, logger, f, reg)
 
 	m.Start()
-	res, err := search.Run(ctx, cfg, prober)
+	res, err := campaign.Run(ctx, cfg, prober)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 		f.status = exitAllFailed
 		logger.Error("every measured request failed", "failed", prober.Failed)
 	}
-	logger.Info("search finished", "verdict", search.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
+	logger.Info("search finished", "verdict", campaign.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
 		"confirmed", res.Search.Confirmed, "probes", len(res.Search.Probes))
 	var errs []error
 	for _, o := range outputs {
@@ -129,7 +129,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 		}
 	}
 	render.WriteTable(os.Stdout, doc)
-	search.WriteText(os.Stdout, res.Search)
+	campaign.WriteText(os.Stdout, res.Search)
 	serving := true
 	select {
 	case err := <-srvErr:

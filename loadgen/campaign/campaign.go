@@ -13,6 +13,35 @@
 //
 // gpulens-loadgen's run and sweep map their flags to a Plan and Options,
 // serve the live metrics an Observer records, and write what Run returns.
+//
+// Merge (merge.go) combines the reports of workers that each ran one shard
+// (i of N) of the same seeded schedule into one report, recomputing
+// every statistic — exact percentiles included — from the raw per-request
+// records the shards embedded.
+//
+// A merged report can itself be merged again when it embeds the union of
+// its inputs' records (MergeOptions.EmbedRequests): every input then covers a
+// set of shards of one N — a worker's report the shard in its runs'
+// settings.shard, a merged report the shards its metadata.shards lists —
+// and the inputs' sets must not overlap. The result is the same as merging
+// all the workers' reports at once.
+//
+// Search (search*.go) finds the largest load a server carries while meeting
+// percentile objectives (p99 TTFT, p99 ITL, goodput share, error share):
+// the capacity under an SLO, by search rather than a grid. From a start
+// level it grows exponentially until a level fails (or shrinks until one
+// passes), then bisects the bracket [highest passing, lowest failing]
+// until it is as narrow as asked (Config.Precision) or the probe budget is
+// spent, then measures both ends again to confirm it. Every probe is a
+// full run (a Prober: SearchCampaign runs them as campaigns) repeated
+// Config.Repeats times; a level passes only when every run at it meets
+// every objective, so noise can only lower the answer, never raise it.
+// Contradictions (a level passing above one that failed, a confirming run
+// disagreeing) are reported in the result, not smoothed over.
+//
+// The method is the exponential-then-binary search of load testing's
+// "find the breaking point" tools; see docs/loadgen.md, "Capacity under an
+// SLO", for how it relates to vLLM's, GuideLLM's and AIPerf's.
 package campaign
 
 import (

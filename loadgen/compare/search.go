@@ -7,8 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
 )
 
 // Verdicts on two searches (SearchPair.Verdict).
@@ -164,7 +164,7 @@ func searchEnd(name, end string, level float64, s *report.Search) SearchEnd {
 			}
 			for i, o := range s.Objectives {
 				if i < len(r.Checks) {
-					v := search.ObjectiveValue(o, r.Checks[i])
+					v := campaign.ObjectiveValue(o, r.Checks[i])
 					if !r.Checks[i].Passed {
 						v += " ✗"
 					}

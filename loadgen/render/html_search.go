@@ -5,8 +5,8 @@ import (
 	"html/template"
 	"strings"
 
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
 )
 
 // searchTemplate is the page's "Capacity under the SLO" section
@@ -67,7 +67,7 @@ func searchSection(s *report.Search) (template.HTML, error) {
 		S                                       *report.Search
 		Verdict, Objectives, Start, Max, Probes string
 		Rows                                    []searchRow
-	}{S: s, Verdict: search.Verdict(s), Objectives: strings.Join(objs, ", "), Start: l(s.Start), Max: l(s.Max), Probes: strings.Join(probes, " → ")}
+	}{S: s, Verdict: campaign.Verdict(s), Objectives: strings.Join(objs, ", "), Start: l(s.Start), Max: l(s.Max), Probes: strings.Join(probes, " → ")}
 	for _, lv := range s.Levels {
 		row := searchRow{Level: lv.Level, Label: l(lv.Level), Passed: lv.Passed, Cells: make([][]searchCell, len(s.Objectives))}
 		switch lv.Level {
@@ -83,7 +83,7 @@ func searchSection(s *report.Search) (template.HTML, error) {
 			}
 			for i, o := range s.Objectives {
 				if i < len(r.Checks) {
-					row.Cells[i] = append(row.Cells[i], searchCell{Text: search.ObjectiveValue(o, r.Checks[i]), Miss: !r.Checks[i].Passed, Confirm: r.Confirm})
+					row.Cells[i] = append(row.Cells[i], searchCell{Text: campaign.ObjectiveValue(o, r.Checks[i]), Miss: !r.Checks[i].Passed, Confirm: r.Confirm})
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package merge
+package campaign
 
 import (
 	"fmt"
@@ -146,11 +146,11 @@ func TestMergeEmbedRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.workers(t, t.TempDir())
-			plain, err := Merge(in, Options{})
+			plain, err := Merge(in, MergeOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			embedded, err := Merge(in, Options{EmbedRequests: true})
+			embedded, err := Merge(in, MergeOptions{EmbedRequests: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestMergeHierarchical(t *testing.T) {
 		t.Run(tc.workers+"/"+tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			in := workers[tc.workers](t, dir)
-			direct, err := Merge(in, Options{EmbedRequests: true})
+			direct, err := Merge(in, MergeOptions{EmbedRequests: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +277,7 @@ func TestMergeHierarchical(t *testing.T) {
 				for _, k := range tr.Kids {
 					kids = append(kids, eval(k))
 				}
-				d, err := Merge(kids, Options{EmbedRequests: true})
+				d, err := Merge(kids, MergeOptions{EmbedRequests: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -322,7 +322,7 @@ func TestMergePartial(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	in := openWorkers(t, dir, 400, 4)
-	half, err := Merge(in[:2], Options{EmbedRequests: true})
+	half, err := Merge(in[:2], MergeOptions{EmbedRequests: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestMergePartial(t *testing.T) {
 		t.Errorf("half: warnings %q", w)
 	}
 	h := writeRead(t, dir, "half.json", half)
-	plain, err := Merge(in[:2], Options{})
+	plain, err := Merge(in[:2], MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,12 +352,12 @@ func TestMergePartial(t *testing.T) {
 		{"merged without records", []Input{p, in[2]}, "plain.json: run \"rate=40\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
 		{"different shard counts", []Input{h, other[1]}, "w1.json: shard 1/2, but half.json has 4 shards"},
 	} {
-		if _, err := Merge(tc.in, Options{EmbedRequests: true}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Merge(tc.in, MergeOptions{EmbedRequests: true}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	// The rest of the shards complete it: no missing-shard warning left.
-	all, err := Merge([]Input{h, in[2], in[3]}, Options{})
+	all, err := Merge([]Input{h, in[2], in[3]}, MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

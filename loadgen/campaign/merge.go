@@ -1,15 +1,4 @@
-// Package merge combines the reports of workers that each ran one shard
-// (i of N) of the same seeded schedule into one report, recomputing
-// every statistic — exact percentiles included — from the raw per-request
-// records the shards embedded.
-//
-// A merged report can itself be merged again when it embeds the union of
-// its inputs' records (Options.EmbedRequests): every input then covers a
-// set of shards of one N — a worker's report the shard in its runs'
-// settings.shard, a merged report the shards its metadata.shards lists —
-// and the inputs' sets must not overlap. The result is the same as merging
-// all the workers' reports at once.
-package merge
+package campaign
 
 import (
 	"fmt"
@@ -17,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
@@ -28,12 +16,12 @@ import (
 // error messages.
 type Input = report.Named
 
-// embedRequests names Options.EmbedRequests, and the load generator's
+// embedRequests names MergeOptions.EmbedRequests, and the load generator's
 // option of the same name, in errors.
 const embedRequests = option.Name("EmbedRequests")
 
-// Options change what Merge writes.
-type Options struct {
+// MergeOptions change what Merge writes.
+type MergeOptions struct {
 	// EmbedRequests puts the union of the inputs' per-request records into
 	// the merged report's non-aggregate runs (runs[].requests), as they
 	// were, so that the merged report can be merged again. Every shard's
@@ -60,7 +48,7 @@ type runKey struct {
 }
 
 // Files reads the reports at paths and merges them.
-func Files(paths []string, opt Options) (*report.Document, error) {
+func Files(paths []string, opt MergeOptions) (*report.Document, error) {
 	in, err := report.ReadAll(paths)
 	if err != nil {
 		return nil, err
@@ -72,7 +60,7 @@ func Files(paths []string, opt Options) (*report.Document, error) {
 // the shard: same mode, workload, seed and levels, disjoint sets of shards
 // of the same count, and per-request records in every non-aggregate run.
 // The caller stamps the result (report.Metadata.Stamp).
-func Merge(in []Input, opt Options) (*report.Document, error) {
+func Merge(in []Input, opt MergeOptions) (*report.Document, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("merge: no input reports")
 	}
@@ -261,7 +249,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		sum.MaxInFlight = p.maxIn
 		sum.WarmupRequests = p.warmup
 		if sum.RateNotAchieved {
-			meta.Warnings = append(meta.Warnings, warnPrefix+campaign.RateWarning(name, target, sum))
+			meta.Warnings = append(meta.Warnings, warnPrefix+RateWarning(name, target, sum))
 		}
 		run := report.Run{Name: name, Settings: set, Summary: sum, Level: level, Repeat: k.repeat}
 		run.Turns = stats.Turns(p.records)
@@ -273,7 +261,7 @@ func Merge(in []Input, opt Options) (*report.Document, error) {
 		reps = append(reps, run)
 		// Close a level: aggregate its repeats as a sweep does.
 		if i+1 == len(order) || order[i+1].level != k.level {
-			campaign.CloseLevel(doc, reps)
+			CloseLevel(doc, reps)
 			reps = nil
 		}
 	}

@@ -1,4 +1,4 @@
-package merge
+package campaign
 
 import (
 	"fmt"
@@ -119,7 +119,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	}
 	// Input order does not matter.
 	in[0], in[3] = in[3], in[0]
-	got, err := Merge(in, Options{})
+	got, err := Merge(in, MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestShardsMergeToOneProcess(t *testing.T) {
 	}
 
 	// Three of four shards: merged with a warning naming the missing one.
-	part, err := Merge(in[:3], Options{})
+	part, err := Merge(in[:3], MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,16 +194,16 @@ func TestMergeRejects(t *testing.T) {
 		{"merged without records", []Input{{Name: "a.json", Doc: mergedNoRecs}}, "a.json: run \"rate=1\" has no per-request records: a report merged without EmbedRequests cannot be merged again (merge the workers' reports, or merge them with EmbedRequests)"},
 		{"foreign record", []Input{{Name: "a.json", Doc: run("1/2", rec, 1)}}, "a.json: run \"rate=1\": request 0 is not in shards [1/2]"},
 	} {
-		if _, err := Merge(tc.in, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Merge(tc.in, MergeOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	a, b := run("0/2", rec, 1), run("1/2", []report.Record{{Index: 1, Sent: 1, End: 2}}, 1)
-	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{}); err != nil {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, MergeOptions{}); err != nil {
 		t.Fatalf("valid shards: %v", err)
 	}
 	b.Runs[0].Settings.Rate = 2
-	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{}); err == nil || !strings.Contains(err.Error(), "settings differ") {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, MergeOptions{}); err == nil || !strings.Contains(err.Error(), "settings differ") {
 		t.Errorf("different rates: %v", err)
 	}
 }
@@ -232,7 +232,7 @@ func TestMergeSweepRepeats(t *testing.T) {
 		}
 		return Input{Name: fmt.Sprintf("w%d.json", shard), Doc: d}
 	}
-	got, err := Merge([]Input{worker(0), worker(1)}, Options{})
+	got, err := Merge([]Input{worker(0), worker(1)}, MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestMergeMultiTurnShards(t *testing.T) {
 	}
 	a := run("0/2", []report.Record{turn(0, 0, 1, 100), turn(1, 0, 2, 40)})
 	b := run("1/2", []report.Record{turn(2, 1, 1, 300), turn(3, 1, 2, 60)})
-	doc, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, Options{})
+	doc, err := Merge([]Input{{Name: "a.json", Doc: a}, {Name: "b.json", Doc: b}}, MergeOptions{})
 	if err != nil {
 		t.Fatalf("multi-turn shards: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestMergeMultiTurnShards(t *testing.T) {
 	}
 	// Conversation 1 claimed by shard 0/2: rejected.
 	bad := run("0/2", []report.Record{turn(2, 1, 1, 300)})
-	if _, err := Merge([]Input{{Name: "a.json", Doc: bad}}, Options{}); err == nil || !strings.Contains(err.Error(), "request 2 is not in shards [0/2]") {
+	if _, err := Merge([]Input{{Name: "a.json", Doc: bad}}, MergeOptions{}); err == nil || !strings.Contains(err.Error(), "request 2 is not in shards [0/2]") {
 		t.Errorf("foreign conversation: err = %v", err)
 	}
 }

@@ -1,20 +1,4 @@
-// Package search finds the largest load a server carries while meeting
-// percentile objectives (p99 TTFT, p99 ITL, goodput share, error share):
-// the capacity under an SLO, by search rather than a grid. From a start
-// level it grows exponentially until a level fails (or shrinks until one
-// passes), then bisects the bracket [highest passing, lowest failing]
-// until it is as narrow as asked (Config.Precision) or the probe budget is
-// spent, then measures both ends again to confirm it. Every probe is a
-// full run (a Prober: Campaign runs them with loadgen/campaign) repeated
-// Config.Repeats times; a level passes only when every run at it meets
-// every objective, so noise can only lower the answer, never raise it.
-// Contradictions (a level passing above one that failed, a confirming run
-// disagreeing) are reported in the result, not smoothed over.
-//
-// The method is the exponential-then-binary search of load testing's
-// "find the breaking point" tools; see docs/loadgen.md, "Capacity under an
-// SLO", for how it relates to vLLM's, GuideLLM's and AIPerf's.
-package search
+package campaign
 
 import (
 	"context"
@@ -95,11 +79,11 @@ type Prober interface {
 	Probe(ctx context.Context, level float64, repeats int) ([]report.Run, error)
 }
 
-// Result is a finished search: the bracket and the evidence
+// SearchResult is a finished search: the bracket and the evidence
 // (Search), and every run renamed by level and repeat, in level order,
 // with an aggregate after the runs of every level with more than one
 // (the document's runs).
-type Result struct {
+type SearchResult struct {
 	Search *report.Search
 	Runs   []report.Run
 }
@@ -115,7 +99,7 @@ type searcher struct {
 
 // Run runs the search. ctx cancelled: the result covers what was probed
 // (Outcome report.SearchInterrupted unless a bracket was already found).
-func Run(ctx context.Context, cfg Config, p Prober) (*Result, error) {
+func Run(ctx context.Context, cfg Config, p Prober) (*SearchResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -357,14 +341,14 @@ func (x *searcher) mid(pass, fail float64) float64 {
 func (x *searcher) label(l float64) string { return report.Level(x.cfg.Mode == report.ModeOpen, l) }
 
 // result orders the levels and runs and states the contradictions.
-func (x *searcher) result() *Result {
+func (x *searcher) result() *SearchResult {
 	s := x.s
 	order := make([]float64, 0, len(x.levels))
 	for l := range x.levels {
 		order = append(order, l)
 	}
 	sort.Float64s(order)
-	res := &Result{Search: s}
+	res := &SearchResult{Search: s}
 	for _, l := range order {
 		s.Levels = append(s.Levels, *x.levels[l])
 		reps := x.runs[l]

@@ -1,4 +1,4 @@
-package merge
+package campaign
 
 import (
 	"strings"
@@ -31,7 +31,7 @@ func TestMergeNoncesAndInterrupted(t *testing.T) {
 		{"two nonces", "n1", "n2", "", `inputs sent prompts of different nonces, "n1" (a.json), "n2" (b.json)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := Merge([]Input{{Name: "a.json", Doc: worker("0/2", tc.a, ok0)}, {Name: "b.json", Doc: worker("1/2", tc.b, cut1)}}, Options{EmbedRequests: true})
+			d, err := Merge([]Input{{Name: "a.json", Doc: worker("0/2", tc.a, ok0)}, {Name: "b.json", Doc: worker("1/2", tc.b, cut1)}}, MergeOptions{EmbedRequests: true})
 			if err != nil {
 				t.Fatal(err)
 			}

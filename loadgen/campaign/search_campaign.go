@@ -1,4 +1,4 @@
-package search
+package campaign
 
 import (
 	"context"
@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
-// Campaign is the Prober of gpulens-loadgen search: every probe is a
+// SearchCampaign is the Prober of gpulens-loadgen search: every probe is a
 // campaign (loadgen/campaign) of one level and its repeats, a full run as
 // `gpulens-loadgen run` makes it (token calibration included). It
 // renames each probe's runs, records and responses by level and repeat
@@ -24,10 +23,10 @@ import (
 // the prompts of nonce NONCE-pK, NONCE being the search's nonce
 // (Metadata.PromptNonce, drawn unless given), so that no probe's
 // prompts are in the prefix cache from another's.
-type Campaign struct {
+type SearchCampaign struct {
 	mode     string
-	opt      campaign.Options
-	obs      campaign.Observer
+	opt      Options
+	obs      Observer
 	nonce    string
 	meta     report.Metadata // the search's, from the first campaign
 	first    bool
@@ -47,10 +46,10 @@ type Campaign struct {
 	started           time.Time
 }
 
-// NewCampaign validates the options with a campaign of levels lo and hi
+// NewSearchCampaign validates the options with a campaign of levels lo and hi
 // (the search's start and maximum) and prepares the probes; obs, when not
 // nil, watches every run. Nothing is sent.
-func NewCampaign(mode string, o campaign.Options, lo, hi float64, obs campaign.Observer) (*Campaign, error) {
+func NewSearchCampaign(mode string, o Options, lo, hi float64, obs Observer) (*SearchCampaign, error) {
 	if o.Run.Shard.Count > 1 {
 		return nil, option.Errorf("%s: a search cannot be sharded (each probe's level depends on the last one's result)", option.Name("Shard"))
 	}
@@ -64,21 +63,21 @@ func NewCampaign(mode string, o campaign.Options, lo, hi float64, obs campaign.O
 		}
 		o.Workload.Nonce = nonce + "-p0"
 	}
-	c, err := campaign.New(campaign.Plan{Command: "search", Mode: mode, Levels: []float64{lo, hi}, Repeats: 1}, o)
+	c, err := New(Plan{Command: "search", Mode: mode, Levels: []float64{lo, hi}, Repeats: 1}, o)
 	if err != nil {
 		return nil, err
 	}
 	meta := c.Metadata()
 	meta.PromptNonce = nonce
-	return &Campaign{mode: mode, opt: o, obs: obs, nonce: nonce, meta: meta, first: true, perLevel: map[float64]int{}}, nil
+	return &SearchCampaign{mode: mode, opt: o, obs: obs, nonce: nonce, meta: meta, first: true, perLevel: map[float64]int{}}, nil
 }
 
 // Metadata is the search's metadata before it runs (run ID, target,
 // model…).
-func (c *Campaign) Metadata() report.Metadata { return c.meta }
+func (c *SearchCampaign) Metadata() report.Metadata { return c.meta }
 
 // Probe runs one campaign of level × repeats.
-func (c *Campaign) Probe(ctx context.Context, level float64, repeats int) ([]report.Run, error) {
+func (c *SearchCampaign) Probe(ctx context.Context, level float64, repeats int) ([]report.Run, error) {
 	if c.started.IsZero() {
 		c.started = time.Now().UTC()
 	}
@@ -88,7 +87,7 @@ func (c *Campaign) Probe(ctx context.Context, level float64, repeats int) ([]rep
 		o.Workload.Nonce = fmt.Sprintf("%s-p%d", c.nonce, c.probes)
 	}
 	o.ServerInfo = o.ServerInfo && c.first // ask the server once
-	camp, err := campaign.New(campaign.Plan{Command: "search", Mode: c.mode, Levels: []float64{level}, Repeats: repeats}, o)
+	camp, err := New(Plan{Command: "search", Mode: c.mode, Levels: []float64{level}, Repeats: repeats}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +145,7 @@ func (c *Campaign) Probe(ctx context.Context, level float64, repeats int) ([]rep
 // Document is the search's report: its metadata (the first probe's
 // calibration and manifest, every probe's warnings, the search) and r's
 // runs.
-func (c *Campaign) Document(r *Result) *report.Document {
+func (c *SearchCampaign) Document(r *SearchResult) *report.Document {
 	m := c.meta
 	m.Started, m.Finished = c.started, time.Now().UTC()
 	if m.Started.IsZero() {
