@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's chromium when /usr/bin/chromium is missing, for the
-# headless-browser test of the HTML report (loadgen/htmlreport). Needs root
+# headless-browser test of the HTML report (loadgen/render). Needs root
 # (or sudo) and the Debian package mirrors; does nothing when chromium is
 # already there.
 set -euo pipefail

@@ -10,7 +10,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/loadgen/compare"
-	"github.com/gpulens/gpulens/loadgen/htmlreport"
+	"github.com/gpulens/gpulens/loadgen/render"
 )
 
 // compareCommand is `gpulens-loadgen compare A.json B.json [C.json …]`.
@@ -40,7 +40,7 @@ func compareReports(paths []string, html, format string, w io.Writer, logger *sl
 		logger.Warn("configurations differ", "warning", x)
 	}
 	if html != "" {
-		if err := htmlreport.WriteCompareFile(html, res); err != nil {
+		if err := render.WriteCompareFile(html, res); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 		logger.Info("HTML comparison written", "html", html)

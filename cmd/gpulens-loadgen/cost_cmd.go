@@ -10,12 +10,11 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/internal/cliflag"
-	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// costFlagNames spell the options of loadgen/bill.Terms as the cost
+// costFlagNames spell the options of loadgen/report.Terms as the cost
 // command's flags.
 var costFlagNames = map[option.Name]string{
 	"GPUHourlyUSD":     "--cost.gpu-hourly-usd",
@@ -33,7 +32,7 @@ var costFlagNames = map[option.Name]string{
 func costCommand(app *kingpin.Application, stdout io.Writer) command {
 	cmd := app.Command("cost", "Total spend of an evaluation campaign: the instance time of every report (failed and repeated runs included), setup, retries, storage and egress, billed as the provider rounds it; per completed sample and per 1,000.")
 	inputs := cmd.Arg("reports", "JSON reports of run, sweep or merge, all billed at one GPU price.").Required().Strings()
-	var c bill.Terms
+	var c report.Terms
 	var priceSet, oldPriceSet bool
 	cliflag.Price(cmd, "cost.gpu-hourly-usd", "Price of one GPU-hour in USD, 0 to 1000 (default: the reports' settings.cost.gpu_hourly_usd, which must agree).", "", &c.GPUHourlyUSD).PlaceHolder("USD").IsSetByUser(&priceSet)
 	// The spelling before the run command's: kept for scripts, hidden.
@@ -59,7 +58,7 @@ func costCommand(app *kingpin.Application, stdout io.Writer) command {
 
 // campaignCost reads the reports, sums the campaign and writes the bill
 // to w as text or JSON.
-func campaignCost(paths []string, c bill.Terms, format string, w io.Writer) error {
+func campaignCost(paths []string, c report.Terms, format string, w io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return usageError{flagged(costFlagNames, err)}
 	}
@@ -67,7 +66,7 @@ func campaignCost(paths []string, c bill.Terms, format string, w io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cc, err := bill.Sum(c, inputs)
+	cc, err := report.Sum(c, inputs)
 	if err != nil {
 		return usageError{flagged(costFlagNames, err)}
 	}

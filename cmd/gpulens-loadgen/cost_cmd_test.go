@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-
-	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -47,15 +45,15 @@ func TestCampaignCostCommand(t *testing.T) {
 	b := writeCostReport(t, dir, "b.json", "b", 2, 0.60, 6000)
 	for _, tc := range []struct {
 		name   string
-		c      bill.Terms
+		c      report.Terms
 		format string
 		want   []string
 	}{
-		{"text, runs only", bill.Terms{BillingIncrement: time.Second}, "text",
+		{"text, runs only", report.Terms{BillingIncrement: time.Second}, "text",
 			[]string{"billed GPU time         4.0000 h  $2.40", "cost per 1,000 samples  $0.20", "samples completed       12000", "failed requests (billed, not samples): 3"}},
-		{"text, setup and retries", bill.Terms{SetupHours: 1.25, RetryHours: 0.75, BillingIncrement: time.Second}, "text",
+		{"text, setup and retries", report.Terms{SetupHours: 1.25, RetryHours: 0.75, BillingIncrement: time.Second}, "text",
 			[]string{"setup                   1.2500 h  $0.75", "retries                 0.7500 h  $0.45", "total                             $3.60", "cost per 1,000 samples  $0.30"}},
-		{"json", bill.Terms{SetupHours: 2, BillingIncrement: time.Hour}, "json",
+		{"json", report.Terms{SetupHours: 2, BillingIncrement: time.Hour}, "json",
 			[]string{`"total_usd": 3.6,`, `"per_1k_samples_usd": 0.3`, `"billed_hours": 6,`, `"samples_completed": 12000,`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,17 +89,17 @@ func TestCampaignCostCommandErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		paths []string
-		c     bill.Terms
+		c     report.Terms
 		want  string
 	}{
-		{"negative setup hours", []string{ok}, bill.Terms{SetupHours: -1}, "--setup-hours must be a non-negative number, got -1"},
-		{"negative retry hours", []string{ok}, bill.Terms{RetryHours: -2}, "--retry-hours must be a non-negative number"},
-		{"negative storage", []string{ok}, bill.Terms{StorageUSD: -3}, "--storage-usd must be a non-negative number"},
-		{"negative increment", []string{ok}, bill.Terms{BillingIncrement: -time.Minute}, "--billing-increment must not be negative"},
-		{"missing file", []string{ok, filepath.Join(dir, "nope.json")}, bill.Terms{}, "nope.json: reading report"},
-		{"bad JSON", []string{bad}, bill.Terms{}, "bad.json: line 2"},
-		{"no runs", []string{empty}, bill.Terms{}, "report " + empty + " has no runs"},
-		{"prices differ", []string{ok, dear}, bill.Terms{}, "were priced differently: a campaign is billed for one kind of instance; cost each separately or set --cost.gpu-hourly-usd"},
+		{"negative setup hours", []string{ok}, report.Terms{SetupHours: -1}, "--setup-hours must be a non-negative number, got -1"},
+		{"negative retry hours", []string{ok}, report.Terms{RetryHours: -2}, "--retry-hours must be a non-negative number"},
+		{"negative storage", []string{ok}, report.Terms{StorageUSD: -3}, "--storage-usd must be a non-negative number"},
+		{"negative increment", []string{ok}, report.Terms{BillingIncrement: -time.Minute}, "--billing-increment must not be negative"},
+		{"missing file", []string{ok, filepath.Join(dir, "nope.json")}, report.Terms{}, "nope.json: reading report"},
+		{"bad JSON", []string{bad}, report.Terms{}, "bad.json: line 2"},
+		{"no runs", []string{empty}, report.Terms{}, "report " + empty + " has no runs"},
+		{"prices differ", []string{ok, dear}, report.Terms{}, "were priced differently: a campaign is billed for one kind of instance; cost each separately or set --cost.gpu-hourly-usd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := campaignCost(tc.paths, tc.c, "text", &bytes.Buffer{})
@@ -164,7 +162,7 @@ func TestCostPriceFlagSpellings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b bill.Bill
+			var b report.Bill
 			if err := json.Unmarshal(out.Bytes(), &b); err != nil {
 				t.Fatal(err)
 			}

@@ -14,9 +14,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/metrics"
+	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // execute runs the campaign of p with the options of the flags, serves its
@@ -47,7 +46,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 			}
 			return err
 		}},
-		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, res.Document) }},
+		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, res.Document) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, res.Records) }},
 		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, res.Responses) }},
 	}
@@ -58,8 +57,8 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 	meta := c.Metadata()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
-	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
-		metrics.Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: p.Mode}, opt.Prices, nil)
+	m := New(reg, Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
+		Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: p.Mode}, opt.Prices, nil)
 	// The metrics server lives until execute returns: after the reports and
 	// any --linger.
 	srvCtx, stopServer := context.WithCancel(ctx)
@@ -89,7 +88,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 			}
 		}
 	}
-	textreport.WriteTable(os.Stdout, res.Document)
+	render.WriteTable(os.Stdout, res.Document)
 	serving := true
 	select {
 	case err := <-srvErr:

@@ -18,7 +18,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
@@ -211,7 +210,7 @@ func (f *loadFlags) options() (campaign.Options, error) {
 	o := campaign.Options{Calibrate: f.calibrate, CalibrateTimeout: f.calibrateTimeout, Prompts: f.prompts, Scenario: f.scenario, ExporterURL: f.exporterURL, EmbedRequests: f.embedRequests,
 		KeepRecords: f.saveRequests != "", Prices: report.CostSettings{GPUHourlyUSD: f.gpuHourly, GPUs: f.gpus, OverheadHours: f.overheadHours}}
 	var (
-		shard   schedule.Shard // zero: not sharded
+		shard   runner.Shard // zero: not sharded
 		in, out workload.Length
 		dataset *workload.Dataset
 		err     error
@@ -220,7 +219,7 @@ func (f *loadFlags) options() (campaign.Options, error) {
 		return o, err
 	}
 	if f.shard != "" {
-		if shard, err = schedule.ParseShard(f.shard); err != nil {
+		if shard, err = runner.ParseShard(f.shard); err != nil {
 			return o, err
 		}
 	}
@@ -254,7 +253,7 @@ func (f *loadFlags) options() (campaign.Options, error) {
 	o.Workload = workload.Config{Seed: f.seed, Input: in, Output: out, Dataset: dataset, DatasetTurns: f.datasetTurns, MaxTokens: f.maxTokens,
 		IgnoreEOS: f.ignoreEOS, Nonce: f.promptNonce}
 	o.Run = runner.Config{Duration: f.duration, Requests: f.requests, Warmup: f.warmup, RampUp: f.rampUp, GracePeriod: f.gracePeriod,
-		MaxConcurrency: f.maxConcurrency, Schedule: schedule.Config{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
+		MaxConcurrency: f.maxConcurrency, Schedule: runner.ScheduleConfig{Arrival: f.arrival, Burstiness: f.burstiness}, Shard: shard}
 	if err := f.request.apply(&o); err != nil {
 		return o, err
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/merge"
-	"github.com/gpulens/gpulens/loadgen/textreport"
+	"github.com/gpulens/gpulens/loadgen/campaign"
+	"github.com/gpulens/gpulens/loadgen/render"
 )
 
 // mergeCommand is `gpulens-loadgen merge OUT.json IN1.json IN2.json …`.
@@ -21,20 +21,20 @@ func mergeCommand(app *kingpin.Application) command {
 	csv := cmd.Flag("csv", "Also write a CSV summary (one row per run) to this file.").String()
 	embed := cmd.Flag("embed-requests", "Embed the union of the inputs' per-request records in the merged report (runs[].requests), so that it can be merged again, e.g. per-node merges into one.").Bool()
 	return command{clause: cmd, run: func(_ context.Context, logger *slog.Logger) error {
-		return mergeFiles(*out, *inputs, *csv, merge.Options{EmbedRequests: *embed}, logger)
+		return mergeFiles(*out, *inputs, *csv, campaign.MergeOptions{EmbedRequests: *embed}, logger)
 	}}
 }
 
 // runMerge merges without embedding the records.
 func runMerge(out string, inputs []string, csv string, logger *slog.Logger) error {
-	return mergeFiles(out, inputs, csv, merge.Options{}, logger)
+	return mergeFiles(out, inputs, csv, campaign.MergeOptions{}, logger)
 }
 
-func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logger *slog.Logger) error {
+func mergeFiles(out string, inputs []string, csv string, opt campaign.MergeOptions, logger *slog.Logger) error {
 	if slices.Contains(inputs, out) {
 		return fmt.Errorf("merge: output %s is also an input", out)
 	}
-	doc, err := merge.Files(inputs, opt)
+	doc, err := campaign.Files(inputs, opt)
 	if err != nil {
 		return flagged(loadFlagNames, err)
 	}
@@ -43,7 +43,7 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 		return err
 	}
 	if csv != "" {
-		if err := textreport.WriteCSVFile(csv, doc); err != nil {
+		if err := render.WriteCSVFile(csv, doc); err != nil {
 			return err
 		}
 	}
@@ -51,6 +51,6 @@ func mergeFiles(out string, inputs []string, csv string, opt merge.Options, logg
 		logger.Warn("merged report", "warning", w)
 	}
 	logger.Info("merged report written", "output", out, "inputs", len(inputs), "shards", doc.Metadata.Shards, "runs", len(doc.Runs))
-	textreport.WriteTable(os.Stdout, doc)
+	render.WriteTable(os.Stdout, doc)
 	return nil
 }

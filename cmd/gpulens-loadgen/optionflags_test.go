@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"maps"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -17,16 +18,15 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
-	"github.com/gpulens/gpulens/loadgen/bill"
 	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/option"
-	"github.com/gpulens/gpulens/loadgen/search"
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // optionMaps are the maps that spell the libraries' options as flags:
 // each with the option structs whose fields it spells, and the library
-// folders (from the module root) whose option.Name values reach it (but
-// for those under skip).
+// folders or files (from the module root, files as path.Match patterns) whose option.Name values reach
+// it (but for those under skip).
 var optionMaps = []struct {
 	name    string
 	flags   map[option.Name]string
@@ -34,13 +34,13 @@ var optionMaps = []struct {
 	dirs    []string
 	skip    []string
 }{
-	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/bill", "loadgen/search"}},
+	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
 	// search renames its errors with loadFlagNames and searchFlagNames
 	// over it (search_cmd.go).
-	{"searchFlagNames over loadFlagNames", searchNames(), []any{search.Config{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/search"}, nil},
+	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.Config{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
 	{"simFlagNames", simFlagNames, []any{simserver.Config{}}, []string{"internal/sim/simserver"}, nil},
 	{"gpuTieFlagNames", gpuTieFlagNames, []any{simserver.GPUTie{}}, []string{"internal/sim/simserver"}, nil},
-	{"costFlagNames", costFlagNames, []any{bill.Terms{}}, []string{"loadgen/bill"}, nil},
+	{"costFlagNames", costFlagNames, []any{report.Terms{}}, []string{"loadgen/report/bill.go"}, nil},
 }
 
 // optionAliases are option names that are no field path of an option
@@ -86,8 +86,8 @@ func TestOptionFlagNamesComplete(t *testing.T) {
 		for _, name := range slices.Sorted(maps.Keys(named)) {
 			where := named[name]
 			in := slices.ContainsFunc(where, func(f string) bool {
-				return slices.ContainsFunc(m.dirs, func(d string) bool { return strings.HasPrefix(f, d+"/") }) &&
-					!slices.ContainsFunc(m.skip, func(d string) bool { return strings.HasPrefix(f, d+"/") })
+				return slices.ContainsFunc(m.dirs, func(d string) bool { return under(f, d) }) &&
+					!slices.ContainsFunc(m.skip, func(d string) bool { return under(f, d) })
 			})
 			if !in || (shared && !fields[name]) {
 				continue
@@ -115,6 +115,13 @@ func TestOptionFlagNamesComplete(t *testing.T) {
 }
 
 var flagRE = regexp.MustCompile(`--[a-z0-9][a-z0-9.-]*[a-z0-9]`)
+
+// under tells whether the file f is under the folder d or is the file d
+// (a path.Match pattern: loadgen/campaign/search*.go).
+func under(f, d string) bool {
+	m, _ := path.Match(d, f)
+	return m || strings.HasPrefix(f, d+"/")
+}
 
 func typeNames(structs []any) string {
 	var s []string

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpulens/gpulens/loadgen/outfile"
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // outFile is one file a run writes, named by its flag.
@@ -24,7 +24,7 @@ func checkOutputs(outs []outFile) error {
 		if o.path == "" {
 			continue
 		}
-		if err := outfile.Check(o.path); err != nil {
+		if err := report.Check(o.path); err != nil {
 			return fmt.Errorf("%s %s: %w", o.flag, o.path, err)
 		}
 		key := o.path
@@ -43,7 +43,7 @@ func checkOutputs(outs []outFile) error {
 // new file in the temporary folder, so that nothing measured is lost, and
 // says where in the error.
 func writeOutput(o outFile) error {
-	err := outfile.Write(o.path, o.write)
+	err := report.Write(o.path, o.write)
 	if err == nil {
 		return nil
 	}
@@ -51,7 +51,7 @@ func writeOutput(o outFile) error {
 	if terr != nil {
 		return fmt.Errorf("%s: writing %s: %w (and no copy could be saved: %v)", o.flag, o.path, err, terr)
 	}
-	werr := outfile.Write(f.Name(), o.write)
+	werr := report.Write(f.Name(), o.write)
 	f.Close()
 	if werr != nil {
 		os.Remove(f.Name())

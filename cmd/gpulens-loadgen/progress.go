@@ -6,13 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/metrics"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // observer watches a campaign: the live metrics and the progress line.
 type observer struct {
-	m *metrics.Metrics
+	m *Metrics
 	p *progress
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpulens/gpulens/internal/sim/simserver"
+	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // TestReasoningAgainstSim: a run against the simulator acting as a
@@ -68,7 +68,7 @@ func TestReasoningAgainstSim(t *testing.T) {
 		t.Fatalf("reasoning side %+v (TTFT p50 %v)", rs, r.Summary.TTFT.P50)
 	}
 	var con bytes.Buffer
-	textreport.WriteTable(&con, d)
+	render.WriteTable(&con, d)
 	if !strings.Contains(con.String(), "TTFT p50 ms (answer)") || !strings.Contains(con.String(), "counts the first token of any kind") {
 		t.Errorf("console:\n%s", con.String())
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpulens/gpulens/loadgen/htmlreport"
+	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -29,7 +29,7 @@ func renderReport(input, html string, logger *slog.Logger) error {
 	if len(doc.Runs) == 0 {
 		return usageError{fmt.Errorf("report %s has no runs: nothing to render", input)}
 	}
-	if err := htmlreport.WriteFile(html, doc); err != nil {
+	if err := render.WriteFile(html, doc); err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
 	logger.Info("HTML report written", "input", input, "html", html, "runs", len(doc.Runs))

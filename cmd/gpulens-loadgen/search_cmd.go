@@ -10,19 +10,17 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/gpulens/gpulens/loadgen/campaign"
+	"github.com/gpulens/gpulens/loadgen/render"
+	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"golang.org/x/term"
-
-	"github.com/gpulens/gpulens/loadgen/metrics"
-	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
-	"github.com/gpulens/gpulens/loadgen/textreport"
 )
 
 // searchCommand is `gpulens-loadgen search`: the largest concurrency or
-// rate meeting the --slo objectives (loadgen/search).
+// rate meeting the --slo objectives (loadgen/campaign, search*.go).
 func searchCommand(app *kingpin.Application) command {
 	cmd := app.Command("search", "Find the largest concurrency or rate that meets percentile objectives (--slo ttft:p99<=500ms --slo goodput>=0.95): "+
 		"exponential growth from the start level until a level fails, then bisection to the precision, each probe a full run repeated --repeats times, "+
@@ -36,7 +34,7 @@ func searchCommand(app *kingpin.Application) command {
 	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
 	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		cfg := search.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
+		cfg := campaign.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
 		switch {
 		case *concurrency != 0 && *rate != 0:
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
@@ -51,7 +49,7 @@ func searchCommand(app *kingpin.Application) command {
 			return usageError{fmt.Errorf("--trace: a trace replays its own times; a search sets the rate itself")}
 		}
 		for _, s := range f.objectives {
-			o, err := search.ParseObjective("--slo", s)
+			o, err := campaign.ParseObjective("--slo", s)
 			if err != nil {
 				return usageError{err}
 			}
@@ -68,7 +66,7 @@ func searchCommand(app *kingpin.Application) command {
 // executeSearch runs the search with the options of the flags, serves the
 // live metrics of its runs and writes its report, as execute does for run
 // and sweep.
-func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg search.Config) error {
+func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg campaign.Config) error {
 	f.status = exitOK
 	opt, err := f.options()
 	if err != nil {
@@ -76,7 +74,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 	}
 	opt.Logger = logger
 	var doc *report.Document
-	var prober *search.Campaign
+	var prober *campaign.SearchCampaign
 	outputs := []outFile{
 		{"--output", f.output, func(w io.Writer) error {
 			b, err := doc.Marshal()
@@ -85,7 +83,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 			}
 			return err
 		}},
-		{"--csv", f.csv, func(w io.Writer) error { return textreport.WriteCSV(w, doc) }},
+		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, doc) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, prober.Records) }},
 		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
 	}
@@ -95,20 +93,20 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
 	obs := &lateObserver{}
-	prober, err = search.NewCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
+	prober, err = campaign.NewSearchCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
 	if err != nil {
 		return usageError{err}
 	}
 	meta := prober.Metadata()
-	m := metrics.New(reg, metrics.Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
-		metrics.Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
+	m := New(reg, Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
+		Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
 	obs.observer = observer{m, newProgress(f.progress && term.IsTerminal(int(os.Stderr.Fd())))}
 	srvCtx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	srvErr := serveMetrics(srvCtx, logger, f, reg)
 
 	m.Start()
-	res, err := search.Run(ctx, cfg, prober)
+	res, err := campaign.Run(ctx, cfg, prober)
 	if err != nil {
 		return err
 	}
@@ -120,7 +118,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 		f.status = exitAllFailed
 		logger.Error("every measured request failed", "failed", prober.Failed)
 	}
-	logger.Info("search finished", "verdict", search.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
+	logger.Info("search finished", "verdict", campaign.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
 		"confirmed", res.Search.Confirmed, "probes", len(res.Search.Probes))
 	var errs []error
 	for _, o := range outputs {
@@ -130,8 +128,8 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg s
 			}
 		}
 	}
-	textreport.WriteTable(os.Stdout, doc)
-	search.WriteText(os.Stdout, res.Search)
+	render.WriteTable(os.Stdout, doc)
+	campaign.WriteText(os.Stdout, res.Search)
 	serving := true
 	select {
 	case err := <-srvErr:

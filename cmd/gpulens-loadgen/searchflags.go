@@ -46,7 +46,7 @@ func noObjectives(f *loadFlags) error {
 	return nil
 }
 
-// searchFlagNames spell the options of loadgen/search as search's flags.
+// searchFlagNames spell the options of the search (loadgen/campaign, search*.go) as search's flags.
 var searchFlagNames = map[option.Name]string{
 	"Start":      "--concurrency or --rate",
 	"Max":        "--search.max",

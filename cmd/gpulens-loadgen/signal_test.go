@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/testenv"
-	"github.com/gpulens/gpulens/loadgen/outfile"
+	"github.com/gpulens/gpulens/loadgen/report"
 )
 
 // exitCode is a finished binary's exit status (-1: it did not exit).
@@ -37,7 +37,7 @@ func fifo(t *testing.T) string {
 }
 
 // TestFIFOOutputNoReader: `run --output FIFO` with nobody reading the FIFO
-// ends within seconds (outfile.ReaderWait), exit status 1, naming the flag
+// ends within seconds (report.ReaderWait), exit status 1, naming the flag
 // and where the report was saved instead.
 func TestFIFOOutputNoReader(t *testing.T) {
 	// Parallel: it idles out the reader wait, and its only bound on time is
@@ -52,7 +52,7 @@ func TestFIFOOutputNoReader(t *testing.T) {
 		"--output", out)
 	select {
 	case <-p.Done():
-	case <-time.After(outfile.ReaderWait + 20*time.Second):
+	case <-time.After(report.ReaderWait + 20*time.Second):
 		t.Fatalf("still running %v after the start with an unread FIFO output", time.Since(start))
 	}
 	took := time.Since(start)
@@ -60,13 +60,13 @@ func TestFIFOOutputNoReader(t *testing.T) {
 		t.Errorf("exit status %d, want %d", c, exitError)
 	}
 	log := p.Log()
-	for _, want := range []string{"--output: writing " + out, "is a FIFO that no reader opened within " + outfile.ReaderWait.String(), "saved to "} {
+	for _, want := range []string{"--output: writing " + out, "is a FIFO that no reader opened within " + report.ReaderWait.String(), "saved to "} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	if took < outfile.ReaderWait {
-		t.Errorf("ended after %v, before the reader wait %v", took, outfile.ReaderWait)
+	if took < report.ReaderWait {
+		t.Errorf("ended after %v, before the reader wait %v", took, report.ReaderWait)
 	}
 	if n := srv.n.Load(); n != 2 {
 		t.Errorf("%d requests, want 2 (the run is measured before the output is written)", n)

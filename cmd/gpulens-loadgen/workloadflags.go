@@ -8,8 +8,8 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/schedule"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
+	"github.com/gpulens/gpulens/loadgen/observe"
+	"github.com/gpulens/gpulens/loadgen/runner"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
@@ -41,7 +41,7 @@ func addWorkloadFlags(cmd *kingpin.CmdClause) *workloadFlags {
 	cliflag.Duration(cmd, "think-time", "With --turns: pause between the end of a turn's answer and the next turn.", "0s", &f.thinkTime)
 	cmd.Flag("server-metrics", "Scrape the server's own /metrics (the --target without /v1, then /metrics) during every run: KV-cache usage, running and waiting requests, preemptions, prefix-cache hits (vLLM, SGLang, TGI).").BoolVar(&f.serverMetrics)
 	cmd.Flag("server-metrics.url", "The server's metrics URL, when not the --target's /metrics (implies --server-metrics).").PlaceHolder("URL").StringVar(&f.serverMetricsURL)
-	cliflag.Duration(cmd, "server-metrics.interval", "Interval between scrapes of the server's metrics.", servermetrics.DefaultInterval.String(), &f.serverMetricsInterval)
+	cliflag.Duration(cmd, "server-metrics.interval", "Interval between scrapes of the server's metrics.", observe.DefaultInterval.String(), &f.serverMetricsInterval)
 	return f
 }
 
@@ -70,7 +70,7 @@ func (f *workloadFlags) traceLevel() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r := schedule.MeanRate(t.Offsets()); r > 0 {
+	if r := runner.MeanRate(t.Offsets()); r > 0 {
 		return r, nil
 	}
 	return float64(len(t.Requests)), nil
@@ -103,9 +103,9 @@ func (f *workloadFlags) apply(o *campaign.Options, target string) error {
 	if f.serverMetrics || f.serverMetricsURL != "" {
 		u := f.serverMetricsURL
 		if u == "" {
-			u = servermetrics.DefaultURL(target)
+			u = observe.DefaultURL(target)
 		}
-		cfg := servermetrics.Config{URL: u, Interval: f.serverMetricsInterval}
+		cfg := observe.Config{URL: u, Interval: f.serverMetricsInterval}
 		if err := cfg.Validate(); err != nil {
 			return flagged(loadFlagNames, err)
 		}

@@ -1,6 +1,6 @@
 // Package humanfmt is the one home of how gpulens writes a number for
 // people: three significant digits without exponent or trailing zeros, in
-// the unit that fits. The load generator's reports (loadgen/format),
+// the unit that fits. The load generator's reports (loadgen/report, format.go),
 // gpulens-verify's and the byte sizes of both (internal/bytesize) write
 // numbers through it; machine formats (JSON, CSV, metrics) keep full
 // precision and do not.

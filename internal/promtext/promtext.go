@@ -1,7 +1,7 @@
 // Package promtext reads the Prometheus text exposition format, the one
 // way every gpulens program does: the load generator reading the
-// exporter's metrics (loadgen/exporterpoll) and the inference server's
-// (loadgen/servermetrics), and the simulated server reading the
+// exporter's metrics (loadgen/observe's Poller) and the inference
+// server's (loadgen/observe's Recorder), and the simulated server reading the
 // exporter's (internal/sim/simserver). Parsing is client_golang's
 // (prometheus/common/expfmt); what this package adds is the one rule for
 // a sample's value: NaN and ±Inf are no reading, never 0.

@@ -24,7 +24,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -438,7 +437,7 @@ func BenchmarkOpenLoop(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				c0 := cpuTime()
 				out, err := runner.Run(context.Background(), runner.Config{Mode: report.ModeOpen, Duration: 3 * time.Second, Warmup: time.Second,
-					Schedule: schedule.Config{Rate: rate, Arrival: schedule.Poisson, Seed: int64(i + 1)}}, cl, wl, nil)
+					Schedule: runner.ScheduleConfig{Rate: rate, Arrival: runner.Poisson, Seed: int64(i + 1)}}, cl, wl, nil)
 				cpu += cpuTime() - c0
 				if err != nil {
 					b.Fatal(err)

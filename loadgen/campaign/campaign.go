@@ -13,6 +13,35 @@
 //
 // gpulens-loadgen's run and sweep map their flags to a Plan and Options,
 // serve the live metrics an Observer records, and write what Run returns.
+//
+// Merge (merge.go) combines the reports of workers that each ran one shard
+// (i of N) of the same seeded schedule into one report, recomputing
+// every statistic — exact percentiles included — from the raw per-request
+// records the shards embedded.
+//
+// A merged report can itself be merged again when it embeds the union of
+// its inputs' records (MergeOptions.EmbedRequests): every input then covers a
+// set of shards of one N — a worker's report the shard in its runs'
+// settings.shard, a merged report the shards its metadata.shards lists —
+// and the inputs' sets must not overlap. The result is the same as merging
+// all the workers' reports at once.
+//
+// Search (search*.go) finds the largest load a server carries while meeting
+// percentile objectives (p99 TTFT, p99 ITL, goodput share, error share):
+// the capacity under an SLO, by search rather than a grid. From a start
+// level it grows exponentially until a level fails (or shrinks until one
+// passes), then bisects the bracket [highest passing, lowest failing]
+// until it is as narrow as asked (Config.Precision) or the probe budget is
+// spent, then measures both ends again to confirm it. Every probe is a
+// full run (a Prober: SearchCampaign runs them as campaigns) repeated
+// Config.Repeats times; a level passes only when every run at it meets
+// every objective, so noise can only lower the answer, never raise it.
+// Contradictions (a level passing above one that failed, a confirming run
+// disagreeing) are reported in the result, not smoothed over.
+//
+// The method is the exponential-then-binary search of load testing's
+// "find the breaking point" tools; see docs/loadgen.md, "Capacity under an
+// SLO", for how it relates to vLLM's, GuideLLM's and AIPerf's.
 package campaign
 
 import (
@@ -23,11 +52,10 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
-	"github.com/gpulens/gpulens/loadgen/exporterpoll"
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -72,7 +100,7 @@ type Options struct {
 	Scenario string
 	// ExporterURL, when set, is a gpulens exporter's /metrics, polled for
 	// the GPU facts of the metadata and the GPU side of every run
-	// (Run.GPU): every ExporterInterval (exporterpoll.DefaultInterval when
+	// (Run.GPU): every ExporterInterval (observe.DefaultPollInterval when
 	// zero; at least 100 ms) and at each run's start and end.
 	// ExporterGPUs restricts the GPUs serving to these (indexes or UUIDs;
 	// empty: all the exporter reports).
@@ -83,8 +111,8 @@ type Options struct {
 	// (Metadata.Manifest) with the host and the settings hash.
 	Labels map[string]string
 	// ServerInfo asks the server, after the last run, what it is (vLLM,
-	// TGI, llama.cpp, Ollama, SGLang endpoints: loadgen/manifest), each
-	// question within ServerInfoTimeout (manifest.DefaultTimeout when
+	// TGI, llama.cpp, Ollama, SGLang endpoints: report.AskServer), each
+	// question within ServerInfoTimeout (report.DefaultTimeout when
 	// zero); not when the campaign was interrupted.
 	ServerInfo        bool
 	ServerInfoTimeout time.Duration
@@ -102,8 +130,8 @@ type Options struct {
 	Logger      *slog.Logger // nil: discard
 
 	// ServerMetrics, when set, scrapes the server's own /metrics during
-	// every run into Run.ServerMetrics (loadgen/servermetrics).
-	ServerMetrics *servermetrics.Config
+	// every run into Run.ServerMetrics (loadgen/observe).
+	ServerMetrics *observe.Config
 
 	// Calibrate is how the synthetic prompts are fitted to the server's
 	// token counts before the first run (calibrate.go): CalibrateAuto
@@ -155,7 +183,7 @@ type Campaign struct {
 	meta   report.Metadata
 	log    *slog.Logger
 	// poller reads the exporter while Run runs (nil: no exporter).
-	poller *exporterpoll.Poller
+	poller *observe.Poller
 	// system is every request's system prompt ("": none; request.go).
 	system string
 }
@@ -260,7 +288,7 @@ func (c *Campaign) Run(ctx context.Context, obs Observer) (*Result, error) {
 	res := &Result{Document: &report.Document{}}
 	meta := c.meta
 	meta.Started = time.Now().UTC()
-	var poller *exporterpoll.Poller
+	var poller *observe.Poller
 	if c.opt.ExporterURL != "" {
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()

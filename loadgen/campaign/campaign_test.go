@@ -18,7 +18,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
@@ -192,8 +191,8 @@ func TestReusePrompts(t *testing.T) {
 // part of the rate, and embeds its records for a merge.
 func TestShard(t *testing.T) {
 	o := options(t, &server{})
-	o.Run.Shard = schedule.Shard{Index: 1, Count: 2}
-	o.Run.Schedule.Arrival = schedule.Constant
+	o.Run.Shard = runner.Shard{Index: 1, Count: 2}
+	o.Run.Schedule.Arrival = runner.Constant
 	res := run(t, Plan{Command: "run", Mode: report.ModeOpen, Levels: []float64{200}, Repeats: 1}, o, nil)
 	r := res.Document.Runs[0]
 	var idx []int
@@ -201,7 +200,7 @@ func TestShard(t *testing.T) {
 		idx = append(idx, rec.Index)
 	}
 	slices.Sort(idx)
-	if r.Name != "rate=200" || r.Settings.Shard != "1/2" || r.Settings.Rate != 200 || r.Settings.Arrival != schedule.Constant ||
+	if r.Name != "rate=200" || r.Settings.Shard != "1/2" || r.Settings.Rate != 200 || r.Settings.Arrival != runner.Constant ||
 		r.Summary.TargetRatePerSecond != 100 || !slices.Equal(idx, []int{1, 3, 5}) ||
 		!slices.Equal(res.Document.Metadata.Shards, []string{"1/2"}) {
 		t.Errorf("run %s settings %+v target %v records %v shards %v", r.Name, r.Settings, r.Summary.TargetRatePerSecond, idx,

@@ -5,10 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpulens/gpulens/loadgen/exporterpoll"
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // The GPU side of every run, read from the gpulens exporter
@@ -20,7 +19,7 @@ const minExporterInterval = 100 * time.Millisecond
 // validateExporter checks the exporter's options.
 func validateExporter(o *Options) error {
 	if o.ExporterURL != "" {
-		if _, err := weburl.Check(o.ExporterURL); err != nil {
+		if _, err := option.Check(o.ExporterURL); err != nil {
 			return option.Errorf("%s %q: must be an http:// or https:// URL: %v", option.Name("ExporterURL"), o.ExporterURL, err)
 		}
 	}
@@ -37,16 +36,16 @@ func validateExporter(o *Options) error {
 }
 
 // newPoller is the poller of the exporter, or nil without one.
-func (c *Campaign) newPoller() *exporterpoll.Poller {
+func (c *Campaign) newPoller() *observe.Poller {
 	if c.opt.ExporterURL == "" {
 		return nil
 	}
-	return exporterpoll.New(exporterpoll.Config{URL: c.opt.ExporterURL, Interval: c.opt.ExporterInterval, GPUs: c.opt.ExporterGPUs, Logger: c.log})
+	return observe.New(observe.PollerConfig{URL: c.opt.ExporterURL, Interval: c.opt.ExporterInterval, GPUs: c.opt.ExporterGPUs, Logger: c.log})
 }
 
 // gpuRun is one run's window on the exporter (nil: no exporter).
 type gpuRun struct {
-	w         *exporterpoll.Window
+	w         *observe.Window
 	restart   *time.Timer
 	restarted chan struct{}
 }

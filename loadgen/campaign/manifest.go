@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/gpulens/gpulens/loadgen/manifest"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
@@ -20,7 +19,7 @@ func validateServerInfo(o *Options) error {
 // newManifest is the manifest known before the campaign runs: the host
 // and the labels.
 func (c *Campaign) newManifest() *report.Manifest {
-	return &report.Manifest{Host: manifest.Host(), Labels: c.opt.Labels}
+	return &report.Manifest{Host: report.Host(), Labels: c.opt.Labels}
 }
 
 // finishManifest completes meta's manifest once the campaign has run: the
@@ -31,12 +30,12 @@ func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, ru
 	m := *meta.Manifest
 	meta.Manifest = &m
 	if len(runs) > 0 {
-		cfg := manifest.Configuration{Settings: runs[0].Settings, Levels: c.plan.Levels, Repeats: c.plan.Repeats,
+		cfg := report.Configuration{Settings: runs[0].Settings, Levels: c.plan.Levels, Repeats: c.plan.Repeats,
 			DatasetSHA256: meta.DatasetSHA256, Shards: c.opt.Run.Shard.Count, ContinuousUsage: c.opt.Client.ContinuousUsage}
 		if s := c.plan.Saturation; s != nil {
-			cfg.Saturation = &manifest.Saturation{MaxErrorRatio: s.MaxErrorRatio, MinGoodputRatio: s.MinGoodputRatio}
+			cfg.Saturation = &report.Saturation{MaxErrorRatio: s.MaxErrorRatio, MinGoodputRatio: s.MinGoodputRatio}
 		}
-		h, err := manifest.SettingsHash(cfg)
+		h, err := report.SettingsHash(cfg)
 		if err != nil {
 			c.log.Warn("no settings hash", "err", err)
 		}
@@ -48,8 +47,8 @@ func (c *Campaign) finishManifest(ctx context.Context, meta *report.Metadata, ru
 	o := &c.opt.Client
 	hdr := http.Header{}
 	c.client.SetHeaders(hdr)
-	m.Server = manifest.AskServer(ctx, manifest.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, Header: hdr, TLS: o.TLS,
+	m.Server = report.AskServer(ctx, report.ServerConfig{BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey, Header: hdr, TLS: o.TLS,
 		Timeout: c.opt.ServerInfoTimeout, Transport: o.Transport})
-	m.ServerVersion, m.ModelRevision = manifest.Derive(m.Server)
+	m.ServerVersion, m.ModelRevision = report.Derive(m.Server)
 	c.log.Info("server asked what it is", "server_version", m.ServerVersion, "model_revision", m.ModelRevision)
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
 )
 
 // prepareWorkloads checks the options of the trace replay, the multi-turn
@@ -28,7 +27,7 @@ func prepareWorkloads(o *Options, mode string) error {
 		return option.Errorf("%s %d: the workload makes no conversations (its Turns is %d)", option.Name("Turns"), o.Run.Turns, o.Workload.Turns)
 	}
 	if t := o.Workload.Trace; t != nil && mode == report.ModeOpen {
-		o.Run.Schedule.Arrival = schedule.Trace
+		o.Run.Schedule.Arrival = runner.Trace
 		o.Run.Schedule.Offsets = t.Offsets()
 	}
 	if o.ServerMetrics != nil {
@@ -45,7 +44,7 @@ func (c *Campaign) workloadSettings(rc runner.Config) (report.TraceSettings, rep
 	var ts report.TraceSettings
 	if t := c.opt.Workload.Trace; t != nil {
 		ts = report.TraceSettings{File: t.Name, Format: t.Format, Speedup: t.Speedup, MaxRequests: t.MaxRequests,
-			Requests: len(t.Requests), Skipped: t.Skipped, ArrivalTimes: rc.Schedule.Arrival == schedule.Trace}
+			Requests: len(t.Requests), Skipped: t.Skipped, ArrivalTimes: rc.Schedule.Arrival == runner.Trace}
 	}
 	var mt report.MultiTurnSettings
 	if rc.Turns > 1 {
@@ -57,7 +56,7 @@ func (c *Campaign) workloadSettings(rc runner.Config) (report.TraceSettings, rep
 // serverScrape is the scraping of the server's metrics during one run; its
 // zero value (scraping off) does nothing.
 type serverScrape struct {
-	s *servermetrics.Scraper
+	s *observe.Scraper
 }
 
 // startServerMetrics starts scraping the server's metrics, when asked to.
@@ -65,7 +64,7 @@ func (c *Campaign) startServerMetrics(ctx context.Context) serverScrape {
 	if c.opt.ServerMetrics == nil {
 		return serverScrape{}
 	}
-	s, err := servermetrics.Start(ctx, *c.opt.ServerMetrics)
+	s, err := observe.Start(ctx, *c.opt.ServerMetrics)
 	if err != nil { // checked in New: not expected
 		c.log.Warn("server metrics not scraped", "err", err)
 		return serverScrape{}

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/observe"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/runner"
-	"github.com/gpulens/gpulens/loadgen/schedule"
-	"github.com/gpulens/gpulens/loadgen/servermetrics"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
@@ -30,7 +29,7 @@ func TestPrepareWorkloads(t *testing.T) {
 		want   string
 	}{
 		{"trace in open loop sends at its times", report.ModeOpen, func(o *Options) { o.Workload.Trace = tr }, func(o *Options) string {
-			if o.Run.Schedule.Arrival != schedule.Trace || !slices.Equal(o.Run.Schedule.Offsets, []time.Duration{0, 500 * ms}) {
+			if o.Run.Schedule.Arrival != runner.Trace || !slices.Equal(o.Run.Schedule.Offsets, []time.Duration{0, 500 * ms}) {
 				return "schedule not the trace's"
 			}
 			return ""
@@ -50,7 +49,7 @@ func TestPrepareWorkloads(t *testing.T) {
 		{"turns disagree", report.ModeClosed, func(o *Options) { o.Workload.Turns, o.Run.Turns = 3, 2 }, nil, "Turns: the runner's 2 turns differ from the workload's 3"},
 		{"runner turns without conversations", report.ModeClosed, func(o *Options) { o.Run.Turns = 2 }, nil, "Turns 2: the workload makes no conversations"},
 		{"two prompt sources", report.ModeClosed, func(o *Options) { o.Workload.Trace, o.Workload.Turns = tr, 2 }, nil, "Trace and Turns cannot be combined"},
-		{"bad server metrics", report.ModeClosed, func(o *Options) { o.ServerMetrics = &servermetrics.Config{URL: "h:9/metrics"} }, nil, `ServerMetricsURL "h:9/metrics"`},
+		{"bad server metrics", report.ModeClosed, func(o *Options) { o.ServerMetrics = &observe.Config{URL: "h:9/metrics"} }, nil, `ServerMetricsURL "h:9/metrics"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base()

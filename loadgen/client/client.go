@@ -27,8 +27,6 @@ import (
 	"github.com/gpulens/gpulens/internal/rxstamp"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/sse"
-	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // Endpoints.
@@ -172,7 +170,7 @@ type Client struct {
 }
 
 // rxBody is a net/http response body read from an rxstamp connection
-// (through TLS, when https): an sse.ArrivalSource.
+// (through TLS, when https): an ArrivalSource.
 type rxBody struct {
 	io.ReadCloser
 	rx *rxstamp.Conn
@@ -203,7 +201,7 @@ type kernelStamped interface{ Kernel() bool }
 
 type streamState struct {
 	kernel kernelStamped // nil: read-return times
-	rd     *sse.Reader
+	rd     *Reader
 	chunk  chunk
 	counts chunkCounts
 }
@@ -229,7 +227,7 @@ func (c *chunkCounts) reset() {
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	if _, err := weburl.Check(base); err != nil {
+	if _, err := option.Check(base); err != nil {
 		return nil, option.Errorf("%s %q: must be an http:// or https:// URL ending in /v1: %v", option.Name("BaseURL"), cfg.BaseURL, err)
 	}
 	var path string
@@ -289,7 +287,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	c.pool.New = func() any { return &streamState{rd: sse.NewReader(nil, 0, now)} }
+	c.pool.New = func() any { return &streamState{rd: NewReader(nil, 0, now)} }
 	c.bodies.New = func() any { b := make([]byte, 0, 1024); return &b }
 	return c, nil
 }

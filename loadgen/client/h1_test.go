@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/testenv"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/sse"
 )
 
 // rawServer accepts connections on 127.0.0.1 and answers every request on
@@ -336,7 +335,7 @@ func TestH1ArrivalTimestamps(t *testing.T) {
 				srv.proceed <- struct{}{}
 				await(t, srv.answered, "answer written")
 				readStart := time.Now()
-				rd := sse.NewReader(resp.body, 0, nil)
+				rd := NewReader(resp.body, 0, nil)
 				ev, err := rd.Next()
 				if err != nil {
 					t.Fatal(err)

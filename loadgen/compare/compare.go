@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 	"github.com/gpulens/gpulens/loadgen/stats"
 )
@@ -382,7 +381,7 @@ func comparePair(a, b *side, goodput, reasoning bool, notes *[]string) (Pair, er
 			continue
 		}
 		lb := b.levels[lv]
-		level := Level{Level: lv, Label: format.Level(a.mode == report.ModeOpen, lv)}
+		level := Level{Level: lv, Label: report.Level(a.mode == report.ModeOpen, lv)}
 		for _, m := range Metrics {
 			if m.Key == "goodput_per_second" && !goodput || strings.HasPrefix(m.Key, "reasoning.") && !reasoning {
 				continue
@@ -428,7 +427,7 @@ func comparePair(a, b *side, goodput, reasoning bool, notes *[]string) (Pair, er
 func levelList(s *side) string {
 	var ls []string
 	for _, l := range s.order {
-		ls = append(ls, format.Level(s.mode == report.ModeOpen, l))
+		ls = append(ls, report.Level(s.mode == report.ModeOpen, l))
 	}
 	return s.in.Name + ": " + strings.Join(ls, ", ")
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpulens/gpulens/loadgen/format"
+	"github.com/gpulens/gpulens/loadgen/campaign"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/search"
 )
 
 // Verdicts on two searches (SearchPair.Verdict).
@@ -70,7 +69,7 @@ func compareSearches(a, b Input, warnings *[]string) (*SearchPair, error) {
 		return nil, fmt.Errorf("%s searched %s-loop levels and %s %s-loop ones: not comparable", a.Name, sa.Mode, b.Name, sb.Mode)
 	}
 	open := sa.Mode == report.ModeOpen
-	l := func(v float64) string { return format.Level(open, v) }
+	l := func(v float64) string { return report.Level(open, v) }
 	if oa, ob := objectiveList(sa), objectiveList(sb); oa != ob {
 		*warnings = append(*warnings, fmt.Sprintf("%s and %s searched for other objectives (%s; %s): their capacities answer different questions", a.Name, b.Name, oa, ob))
 	}
@@ -143,7 +142,7 @@ func compareSearches(a, b Input, warnings *[]string) (*SearchPair, error) {
 func objectiveList(s *report.Search) string {
 	var out []string
 	for _, o := range s.Objectives {
-		out = append(out, fmt.Sprintf("%s%s%s%s", o.Metric, map[bool]string{true: ":" + o.Stat}[o.Stat != ""], o.Op, format.Num(o.Threshold)))
+		out = append(out, fmt.Sprintf("%s%s%s%s", o.Metric, map[bool]string{true: ":" + o.Stat}[o.Stat != ""], o.Op, report.Num(o.Threshold)))
 	}
 	return strings.Join(out, ", ")
 }
@@ -165,7 +164,7 @@ func searchEnd(name, end string, level float64, s *report.Search) SearchEnd {
 			}
 			for i, o := range s.Objectives {
 				if i < len(r.Checks) {
-					v := search.ObjectiveValue(o, r.Checks[i])
+					v := campaign.ObjectiveValue(o, r.Checks[i])
 					if !r.Checks[i].Passed {
 						v += " ✗"
 					}
@@ -195,7 +194,7 @@ func writeSearches(w io.Writer, pairs []SearchPair) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "report\tend\tlevel\truns passed\tobjective values per run")
 		for _, e := range p.Ends {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", e.Report, e.End, format.Level(p.Mode == report.ModeOpen, e.Level), e.RunsPassed, e.Runs,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", e.Report, e.End, report.Level(p.Mode == report.ModeOpen, e.Level), e.RunsPassed, e.Runs,
 				e.Evidence())
 		}
 		tw.Flush()

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpulens/gpulens/loadgen/format"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -156,19 +155,19 @@ func signed(s string, v float64) string {
 	return s
 }
 
-// FormatValue writes v in its unit (loadgen/format): seconds as ms or µs
+// FormatValue writes v in its unit (loadgen/report, format.go): seconds as ms or µs
 // when small, bytes in GiB (MiB below 1 GiB), dollars to the cent or three significant
 // digits below $1, other units with three significant digits.
 func FormatValue(unit string, v float64) string {
 	switch unit {
 	case "seconds":
-		return format.Seconds(v)
+		return report.Seconds(v)
 	case "bytes":
-		return format.Bytes(v)
+		return report.Bytes(v)
 	case "USD":
-		return format.USD(v, 3)
+		return report.USD(v, 3)
 	default:
-		return format.Num(v)
+		return report.Num(v)
 	}
 }
 

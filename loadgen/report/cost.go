@@ -4,7 +4,7 @@ package report
 // completed requests successful requests with the given token totals: the
 // GPU price × GPUs × (the run's hours + OverheadHours). Each per-unit
 // figure charges the whole bill to that unit; a unit with zero count gets
-// 0. A campaign's bill, across reports, is loadgen/bill's.
+// 0. A campaign's bill, across reports, is Sum's (bill.go).
 func (p CostSettings) RunCost(runSeconds float64, requests int, inputTokens, outputTokens int64) Cost {
 	hours := runSeconds/3600 + p.OverheadHours
 	total := p.GPUHourlyUSD * float64(p.GPUs) * hours

@@ -1,9 +1,9 @@
 package report
 
 // Figure is one per-run figure of a report, the one description every
-// reader of runs uses: the CSV summary (loadgen/textreport), the
+// reader of runs uses: the CSV summary (loadgen/render), the
 // aggregation of repeats (loadgen/stats.Aggregate, into Summary.Stats),
-// compare (loadgen/compare) and the HTML report (loadgen/htmlreport).
+// compare (loadgen/compare) and the HTML report (loadgen/render).
 type Figure struct {
 	// Key names the figure as the JSON document does: a key of
 	// Summary.Stats ("ttft_seconds.p99", "gpu.peak_memory_used_bytes")

@@ -7,6 +7,33 @@
 //
 // Units follow Prometheus conventions: durations in seconds, rates per
 // second, money in US dollars, ratios 0–1.
+//
+// The report's files, its reproducibility record and its bill live here
+// too. Writing them (outfile.go, fifo*.go): the files a run produces (JSON
+// and HTML reports, CSV summaries, raw records) are written without ever
+// replacing what is not a regular file: a new path or a regular file is
+// written atomically (a temporary file in the same folder, renamed over the
+// path), anything else is written in place — a character device such as
+// /dev/null, a FIFO, or a symlink (/dev/stdout, a link to a report kept
+// elsewhere), which stays a link. Directories, sockets and block devices
+// are refused. A FIFO never blocks a write without bound (ReaderWait,
+// StallTimeout). Check tells, before any work is done, whether Write will
+// be able to write a path, so that a run never measures for an hour to
+// lose its results to a missing folder.
+//
+// What makes a report reproducible and two reports comparable (Manifest;
+// manifest_*.go): what the inference server says it is (AskServer: vLLM,
+// TGI, llama.cpp, Ollama and SGLang each answer some of the endpoints
+// asked), the load generator's host (Host), the user's labels
+// (ParseLabels) and a hash of the settings that shape the workload and
+// its measurement (SettingsHash).
+//
+// What an evaluation campaign cost, as the provider bills it (bill.go):
+// the instance time of every report (failed, interrupted and repeated runs
+// included), setup, retries, storage and egress, rounded to the billing
+// increment, divided into a cost per completed sample (Sum, from the
+// billing Terms; the result is a Bill). The cost of one run from its
+// prices is CostSettings.RunCost. See docs/cost.md, "Campaign cost".
 package report
 
 import (
@@ -26,7 +53,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/pricing"
 	"github.com/gpulens/gpulens/loadgen/option"
-	"github.com/gpulens/gpulens/loadgen/outfile"
 )
 
 // SchemaVersion is the version of the document layout written by Write.
@@ -287,7 +313,7 @@ func AggregateName(first string, n int) string {
 }
 
 // CostSettings are the prices a run is billed at (RunCost computes its
-// Cost; loadgen/bill sums a campaign).
+// Cost; Sum in bill.go sums a campaign).
 type CostSettings struct {
 	GPUHourlyUSD float64 `json:"gpu_hourly_usd"`
 	GPUs         int     `json:"gpus"`
@@ -491,7 +517,7 @@ func Parse(b []byte, name string) (*Document, error) {
 	return &d, nil
 }
 
-// Write writes the document as indented JSON to path (loadgen/outfile: a
+// Write writes the document as indented JSON to path (the package's Write: a
 // regular file atomically, a device, FIFO or symlink in place). NaN and
 // infinite values, which JSON cannot carry, are written as 0.
 func (d *Document) Write(path string) error {
@@ -499,7 +525,7 @@ func (d *Document) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := outfile.WriteBytes(path, b); err != nil {
+	if err := WriteBytes(path, b); err != nil {
 		return fmt.Errorf("writing report %s: %w", path, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 )
 
 // runConversations runs multi-turn conversations (Config.Turns > 1). In
@@ -110,16 +109,16 @@ func runConversations(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs R
 	var offsets []time.Duration
 	switch {
 	case cfg.Duration > 0:
-		offsets = schedule.Generate(sc, 0, cfg.Warmup+cfg.Duration)
+		offsets = Generate(sc, 0, cfg.Warmup+cfg.Duration)
 	default:
 		// Enough conversations for the measured turns after those that
 		// start during the warmup; the count of measured turns ends it.
 		warm := 0
 		if cfg.Warmup > 0 {
-			warm = len(schedule.Generate(sc, 0, cfg.Warmup))
+			warm = len(Generate(sc, 0, cfg.Warmup))
 		}
 		convs := (cfg.Requests + cfg.Turns - 1) / cfg.Turns
-		offsets = schedule.Generate(sc, (warm+convs)*cfg.Shard.Count, 0)
+		offsets = Generate(sc, (warm+convs)*cfg.Shard.Count, 0)
 	}
 	for c, off := range offsets {
 		if !cfg.Shard.Owns(c) {

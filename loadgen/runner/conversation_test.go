@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 )
 
 // turnDoer answers at once, with a record whose answer "ends" latency
@@ -96,19 +95,19 @@ func TestConversationsOpenLoop(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name    string
-		shard   schedule.Shard
+		shard   Shard
 		indexes []int
 		starts  map[int]time.Duration // first turns' intended times
 	}{
 		// 50 conversations/s: they start 20 ms apart.
-		{"whole schedule", schedule.Shard{Index: 0, Count: 1}, []int{0, 1, 2, 3, 4, 5}, map[int]time.Duration{0: 0, 1: 20 * ms, 2: 40 * ms}},
+		{"whole schedule", Shard{Index: 0, Count: 1}, []int{0, 1, 2, 3, 4, 5}, map[int]time.Duration{0: 0, 1: 20 * ms, 2: 40 * ms}},
 		// Worker 1 of 2 owns conversations 1 and 3, whole.
-		{"shard 1/2", schedule.Shard{Index: 1, Count: 2}, []int{2, 3, 6, 7}, map[int]time.Duration{1: 20 * ms, 3: 60 * ms}},
+		{"shard 1/2", Shard{Index: 1, Count: 2}, []int{2, 3, 6, 7}, map[int]time.Duration{1: 20 * ms, 3: 60 * ms}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &turnDoer{latency: ms}
 			requests := len(tc.indexes)
-			out, err := Run(context.Background(), Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant},
+			out, err := Run(context.Background(), Config{Mode: report.ModeOpen, Schedule: ScheduleConfig{Rate: 50, Arrival: Constant},
 				Requests: requests, Turns: 2, Shard: tc.shard}, d, indexRequester{}, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -49,7 +48,7 @@ func TestGracePeriodBoundsDuration(t *testing.T) {
 		duration = 60 * time.Millisecond
 		grace    = 90 * time.Millisecond
 	)
-	sc := schedule.Config{Rate: 100, Arrival: schedule.Constant}
+	sc := ScheduleConfig{Rate: 100, Arrival: Constant}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -58,7 +57,7 @@ func TestGracePeriodBoundsDuration(t *testing.T) {
 		// Each user sends one request, which hangs past the duration.
 		{"closed loop", Config{Mode: report.ModeClosed, Concurrency: 3}, 3},
 		// Every scheduled request is sent and hangs.
-		{"open loop", Config{Mode: report.ModeOpen, Schedule: sc}, len(schedule.Generate(sc, 0, duration))},
+		{"open loop", Config{Mode: report.ModeOpen, Schedule: sc}, len(Generate(sc, 0, duration))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl, wl, _ := hangingServer(t)

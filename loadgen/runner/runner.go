@@ -13,7 +13,6 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 )
 
 // DefaultGracePeriod is Config.GracePeriod when it is zero.
@@ -40,8 +39,8 @@ type Observer interface {
 // Config describes a run.
 type Config struct {
 	Mode        string
-	Concurrency int             // closed loop: number of users
-	Schedule    schedule.Config // open loop
+	Concurrency int            // closed loop: number of users
+	Schedule    ScheduleConfig // open loop
 	// MaxConcurrency caps in-flight requests in open loop (0: no cap). When
 	// the cap is reached, sends wait and the wait shows up as schedule lag.
 	MaxConcurrency int
@@ -61,7 +60,7 @@ type Config struct {
 	// RampUp: closed loop starts users evenly over this time; open loop
 	// ramps the rate (Schedule.RampUp).
 	RampUp time.Duration
-	Shard  schedule.Shard
+	Shard  Shard
 	Now    func() time.Time
 	// Turns > 1 runs multi-turn conversations (conversation.go): request
 	// k is turn k mod Turns of conversation k / Turns, sent ThinkTime
@@ -100,7 +99,7 @@ func (c *Config) Validate() error {
 		return option.Errorf("%s and %s must not be negative, got %d and %v", option.Name("Turns"), option.Name("ThinkTime"), c.Turns, c.ThinkTime)
 	}
 	if c.Shard.Count == 0 {
-		c.Shard = schedule.Shard{Index: 0, Count: 1}
+		c.Shard = Shard{Index: 0, Count: 1}
 	}
 	return nil
 }
@@ -283,15 +282,15 @@ func runOpen(ctx, reqCtx context.Context, cfg Config, doer Doer, reqs Requester,
 	var offsets []time.Duration
 	warmN := 0
 	if cfg.Warmup > 0 {
-		warmN = len(schedule.Generate(sc, 0, cfg.Warmup))
+		warmN = len(Generate(sc, 0, cfg.Warmup))
 	}
 	switch {
 	case cfg.Requests > 0 && cfg.Duration > 0:
-		offsets = schedule.Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, cfg.Warmup+cfg.Duration)
+		offsets = Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, cfg.Warmup+cfg.Duration)
 	case cfg.Requests > 0:
-		offsets = schedule.Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, 0)
+		offsets = Generate(sc, warmN+cfg.Requests*cfg.Shard.Count, 0)
 	default:
-		offsets = schedule.Generate(sc, 0, cfg.Warmup+cfg.Duration)
+		offsets = Generate(sc, 0, cfg.Warmup+cfg.Duration)
 	}
 	// Room for every scheduled result up front (the schedule is in memory
 	// already): growing the slice as requests finish was a quarter of the

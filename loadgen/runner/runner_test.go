@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/schedule"
 	"github.com/gpulens/gpulens/loadgen/stats"
 	"github.com/gpulens/gpulens/loadgen/workload"
 )
@@ -205,7 +204,7 @@ func TestOpenLoopStallCorrected(t *testing.T) {
 	f := &fakeServer{ttft: 5 * time.Millisecond, itl: time.Millisecond, chunks: 2, perChunk: 1}
 	f.stall.Store(int64(100 * time.Millisecond))
 	cl, wl := setup(t, f, time.Minute)
-	cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 50, Arrival: schedule.Constant}, MaxConcurrency: 1, Requests: 6}
+	cfg := Config{Mode: report.ModeOpen, Schedule: ScheduleConfig{Rate: 50, Arrival: Constant}, MaxConcurrency: 1, Requests: 6}
 	out, err := Run(context.Background(), cfg, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +264,7 @@ func TestSeededRunRepeats(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		f := &fakeServer{ttft: time.Millisecond, itl: time.Millisecond, chunks: 1, perChunk: 1}
 		cl, wl := setup(t, f, time.Minute)
-		cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 200, Arrival: schedule.Poisson, Seed: 11}, MaxConcurrency: 1, Requests: 15}
+		cfg := Config{Mode: report.ModeOpen, Schedule: ScheduleConfig{Rate: 200, Arrival: Poisson, Seed: 11}, MaxConcurrency: 1, Requests: 15}
 		out, err := Run(context.Background(), cfg, cl, wl, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +337,7 @@ func (c *cancelAfter) Finished(*report.Record, bool) {
 func TestWarmupExcluded(t *testing.T) {
 	f := &fakeServer{ttft: time.Millisecond, itl: time.Millisecond, chunks: 1, perChunk: 1}
 	cl, wl := setup(t, f, time.Minute)
-	cfg := Config{Mode: report.ModeOpen, Schedule: schedule.Config{Rate: 100, Arrival: schedule.Constant}, Warmup: 100 * time.Millisecond, Requests: 10}
+	cfg := Config{Mode: report.ModeOpen, Schedule: ScheduleConfig{Rate: 100, Arrival: Constant}, Warmup: 100 * time.Millisecond, Requests: 10}
 	out, err := Run(context.Background(), cfg, cl, wl, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -401,7 +401,7 @@ func parseBurstGPTTime(s string) (int64, error) {
 }
 
 // Offsets returns the requests' arrival offsets, in order: the schedule of
-// a replay (loadgen/schedule, Config.Offsets).
+// a replay (loadgen/runner, ScheduleConfig.Offsets).
 func (t *Trace) Offsets() []time.Duration {
 	out := make([]time.Duration, len(t.Requests))
 	for i, r := range t.Requests {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/promtext"
 	"github.com/gpulens/gpulens/loadgen/option"
-	"github.com/gpulens/gpulens/loadgen/weburl"
 )
 
 // MaxSlowdown bounds the slowdown factor (SetSlowdown): ten times slower
@@ -110,7 +109,7 @@ type GPUTie struct {
 // options (option.Error).
 func (g *GPUTie) Validate() error {
 	var errs []error
-	if _, err := weburl.Check(g.ExporterURL); err != nil {
+	if _, err := option.Check(g.ExporterURL); err != nil {
 		errs = append(errs, option.Errorf("%s must be an http(s) URL, got %q: %v", option.Name("ExporterURL"), g.ExporterURL, err))
 	}
 	if g.GPU == "" {
