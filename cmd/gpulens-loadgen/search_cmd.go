@@ -34,7 +34,7 @@ func searchCommand(app *kingpin.Application) command {
 	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
 	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		cfg := campaign.Config{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
+		cfg := campaign.SearchConfig{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
 		switch {
 		case *concurrency != 0 && *rate != 0:
 			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
@@ -66,7 +66,7 @@ func searchCommand(app *kingpin.Application) command {
 // executeSearch runs the search with the options of the flags, serves the
 // live metrics of its runs and writes its report, as execute does for run
 // and sweep.
-func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg campaign.Config) error {
+func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg campaign.SearchConfig) error {
 	f.status = exitOK
 	opt, err := f.options()
 	if err != nil {
@@ -106,7 +106,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg c
 	srvErr := serveMetrics(srvCtx, logger, f, reg)
 
 	m.Start()
-	res, err := campaign.Run(ctx, cfg, prober)
+	res, err := campaign.Search(ctx, cfg, prober)
 	if err != nil {
 		return err
 	}

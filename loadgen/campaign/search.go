@@ -18,8 +18,8 @@ const Rule = "a level passes only when every run at it (every repeat of every pr
 // sends the search back to bisecting.
 const confirmRounds = 3
 
-// Config is a search's settings.
-type Config struct {
+// SearchConfig is a search's settings.
+type SearchConfig struct {
 	// Mode is report.ModeClosed (levels are users, whole numbers) or
 	// report.ModeOpen (requests per second).
 	Mode       string
@@ -40,7 +40,7 @@ type Config struct {
 }
 
 // Validate checks the settings; errors name the option (package option).
-func (c *Config) Validate() error {
+func (c *SearchConfig) Validate() error {
 	switch {
 	case c.Mode != report.ModeClosed && c.Mode != report.ModeOpen:
 		return option.Errorf("%s %q: want %q or %q", option.Name("Mode"), c.Mode, report.ModeClosed, report.ModeOpen)
@@ -89,7 +89,7 @@ type SearchResult struct {
 }
 
 type searcher struct {
-	cfg    Config
+	cfg    SearchConfig
 	prober Prober
 	s      *report.Search
 	levels map[float64]*report.SearchLevel
@@ -97,9 +97,9 @@ type searcher struct {
 	probes int // probes before confirmation
 }
 
-// Run runs the search. ctx cancelled: the result covers what was probed
+// Search runs the search. ctx cancelled: the result covers what was probed
 // (Outcome report.SearchInterrupted unless a bracket was already found).
-func Run(ctx context.Context, cfg Config, p Prober) (*SearchResult, error) {
+func Search(ctx context.Context, cfg SearchConfig, p Prober) (*SearchResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -77,18 +77,18 @@ func TestCheck(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	ok := func() Config {
-		return Config{Mode: report.ModeClosed, Objectives: []report.SearchObjective{{Metric: "errors", Op: "<="}}, Start: 1, Max: 8,
+	ok := func() SearchConfig {
+		return SearchConfig{Mode: report.ModeClosed, Objectives: []report.SearchObjective{{Metric: "errors", Op: "<="}}, Start: 1, Max: 8,
 			Growth: 2, Precision: 0.05, MaxProbes: 10, Repeats: 1}
 	}
-	for want, mod := range map[string]func(*Config){
-		"Start must be a whole number of users in closed loop, got 1.5": func(c *Config) { c.Start = 1.5 },
-		"Max (0.5) must be at least Start (1)":                          func(c *Config) { c.Max = 0.5 },
-		"Growth must be above 1, got 1":                                 func(c *Config) { c.Growth = 1 },
-		"Precision must be in (0, 1], got 0":                            func(c *Config) { c.Precision = 0 },
-		"Objectives: no objective given":                                func(c *Config) { c.Objectives = nil },
-		"Repeats must be at least 1, got 0":                             func(c *Config) { c.Repeats = 0 },
-		"MaxProbes must be at least 1, got 0":                           func(c *Config) { c.MaxProbes = 0 },
+	for want, mod := range map[string]func(*SearchConfig){
+		"Start must be a whole number of users in closed loop, got 1.5": func(c *SearchConfig) { c.Start = 1.5 },
+		"Max (0.5) must be at least Start (1)":                          func(c *SearchConfig) { c.Max = 0.5 },
+		"Growth must be above 1, got 1":                                 func(c *SearchConfig) { c.Growth = 1 },
+		"Precision must be in (0, 1], got 0":                            func(c *SearchConfig) { c.Precision = 0 },
+		"Objectives: no objective given":                                func(c *SearchConfig) { c.Objectives = nil },
+		"Repeats must be at least 1, got 0":                             func(c *SearchConfig) { c.Repeats = 0 },
+		"MaxProbes must be at least 1, got 0":                           func(c *SearchConfig) { c.MaxProbes = 0 },
 	} {
 		c := ok()
 		mod(&c)

@@ -47,8 +47,8 @@ func mustObjective(t *testing.T, s string) report.SearchObjective {
 	return o
 }
 
-func config(t *testing.T, mode string) Config {
-	return Config{Mode: mode, Objectives: []report.SearchObjective{mustObjective(t, "ttft:p99<=500ms")},
+func config(t *testing.T, mode string) SearchConfig {
+	return SearchConfig{Mode: mode, Objectives: []report.SearchObjective{mustObjective(t, "ttft:p99<=500ms")},
 		Start: 1, Max: 1000, Growth: 2, Precision: 0.05, MaxProbes: 20, Repeats: 2}
 }
 
@@ -65,7 +65,7 @@ func phases(s *report.Search) []string {
 func TestClosedLoopBracket(t *testing.T) {
 	t.Parallel()
 	f := &fake{mode: report.ModeClosed, pass: below(37)}
-	res, err := Run(context.Background(), config(t, report.ModeClosed), f)
+	res, err := Search(context.Background(), config(t, report.ModeClosed), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestClosedLoopBracket(t *testing.T) {
 func TestOpenLoopPrecision(t *testing.T) {
 	t.Parallel()
 	f := &fake{mode: report.ModeOpen, pass: below(3.3)}
-	res, err := Run(context.Background(), config(t, report.ModeOpen), f)
+	res, err := Search(context.Background(), config(t, report.ModeOpen), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("all pass up to the maximum", func(t *testing.T) {
 		cfg := config(t, report.ModeClosed)
 		cfg.Max = 10
-		res, err := Run(context.Background(), cfg, &fake{pass: below(100)})
+		res, err := Search(context.Background(), cfg, &fake{pass: below(100)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("none passes", func(t *testing.T) {
 		cfg := config(t, report.ModeClosed)
 		cfg.Start = 4
-		res, err := Run(context.Background(), cfg, &fake{pass: below(0)})
+		res, err := Search(context.Background(), cfg, &fake{pass: below(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("shrink finds a passing level", func(t *testing.T) {
 		cfg := config(t, report.ModeClosed)
 		cfg.Start = 16
-		res, err := Run(context.Background(), cfg, &fake{pass: below(5)})
+		res, err := Search(context.Background(), cfg, &fake{pass: below(5)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("probe budget", func(t *testing.T) {
 		cfg := config(t, report.ModeClosed)
 		cfg.MaxProbes = 8
-		res, err := Run(context.Background(), cfg, &fake{pass: below(37)})
+		res, err := Search(context.Background(), cfg, &fake{pass: below(37)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestNoiseIsReported(t *testing.T) {
 	// Runs 0-1 at 1, 2-3 at 2, 4-5 at 4 (fail): bisect 3 (runs 6-7)
 	// passes; confirmation at 3 runs 8-9: run 9 misses.
 	f := &fake{pass: func(l float64, n int) bool { return l <= 3 && n != 9 }}
-	res, err := Run(context.Background(), config(t, report.ModeClosed), f)
+	res, err := Search(context.Background(), config(t, report.ModeClosed), f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func TestWriteText(t *testing.T) {
 	t.Parallel()
 	cfg := config(t, report.ModeClosed)
 	cfg.Start, cfg.Repeats = 4, 1
-	res, err := Run(context.Background(), cfg, &fake{pass: below(5)})
+	res, err := Search(context.Background(), cfg, &fake{pass: below(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestInterrupted(t *testing.T) {
 		}
 		return true
 	}}
-	res, err := Run(ctx, config(t, report.ModeClosed), f)
+	res, err := Search(ctx, config(t, report.ModeClosed), f)
 	if err != nil {
 		t.Fatal(err)
 	}
