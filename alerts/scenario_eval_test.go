@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -184,7 +185,7 @@ func parseExposition(body []byte, ctype string, target labels.Labels, add func(l
 	}
 	for {
 		entry, err := p.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

@@ -427,9 +427,6 @@ func TestScaleRules(t *testing.T) {
 // scaledArg formats d/k as a Go flag value (7.5s).
 func scaledArg(d time.Duration, k int) string { return (d / time.Duration(k)).String() }
 
-// scaledProm formats d/k as a Prometheus duration (7s500ms).
-func scaledProm(d time.Duration, k int) string { return model.Duration(d / time.Duration(k)).String() }
-
 // cpuSeconds is the CPU time process pid has used so far (Linux; 0 where
 // /proc cannot tell).
 func cpuSeconds(pid int) float64 {

@@ -57,11 +57,11 @@ func TestSearchFindsTheSimulatorsCapacity(t *testing.T) {
 	if s == nil {
 		t.Fatal("no metadata.search in the report")
 	}
-	var probes []string
+	var phases []string
 	for _, p := range s.Probes {
-		probes = append(probes, p.Phase)
+		phases = append(phases, p.Phase)
 	}
-	t.Logf("probes %v, pass %g, fail %g: %s", s.Probes, s.Pass, s.Fail, s.Confirmation)
+	t.Logf("probes %v (phases %v), pass %g, fail %g: %s", s.Probes, phases, s.Pass, s.Fail, s.Confirmation)
 	if s.Outcome != report.SearchBracketed || s.Pass != 6 || s.Fail != 7 || !s.Confirmed {
 		t.Fatalf("outcome %s, bracket %g–%g, confirmed %v (%s); probes %+v", s.Outcome, s.Pass, s.Fail, s.Confirmed, s.Confirmation, s.Probes)
 	}

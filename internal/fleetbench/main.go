@@ -60,14 +60,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fleetbench: %v\n", err)
 		os.Exit(2)
 	}
+	if err := runWithSignals(o); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// runWithSignals is run until SIGINT, SIGTERM or o.deadline (its deferred
+// calls run before main exits).
+func runWithSignals(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.deadline)
 	defer cancel()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "fleetbench: %v\n", err)
-		os.Exit(1)
-	}
+	return run(ctx, o, os.Stdout, os.Stderr)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -171,8 +177,15 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	procs := &procGroup{}
 	defer procs.stopAll()
 
-	// The template exporters, shared by every size.
+	// The template exporters, shared by every size; their logs stay open
+	// while they run.
 	var templates []string
+	var logs []*os.File
+	defer func() {
+		for _, l := range logs {
+			_ = l.Close()
+		}
+	}()
 	for k := range o.templates {
 		addr, err := freeAddr()
 		if err != nil {
@@ -182,7 +195,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer log.Close()
+		logs = append(logs, log)
 		if err := procs.start(log, o.exporter, "--sim.scenario="+o.scenario, "--sim.seed="+strconv.Itoa(k+1),
 			"--collector.probe", "--cost.gpu-hourly-usd="+o.gpuUSD, "--web.listen-address="+addr); err != nil {
 			return err
@@ -234,7 +247,7 @@ func runSize(ctx context.Context, o options, size int, templates, ruleFiles []st
 		return r, err
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return r, err
 	}
@@ -588,7 +601,7 @@ func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
 
 // freeAddr returns a loopback address with a port free now.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
@@ -608,6 +621,7 @@ func (g *procGroup) start(log io.Writer, bin string, args ...string) error {
 }
 
 func (g *procGroup) startProc(log io.Writer, bin string, args ...string) (*exec.Cmd, error) {
+	//nolint:noctx // the group stops its processes itself (SIGTERM, then SIGKILL) however run returns; a context would SIGKILL them at once
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -253,10 +253,9 @@ func TestSystemPromptSizedInServerTokens(t *testing.T) {
 		}
 		b, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(b, &body)
-		words, msgs := 0, []string{}
+		words := 0
 		for _, m := range body.Messages {
 			words += len(strings.Fields(m.Content))
-			msgs = append(msgs, m.Role)
 		}
 		mu.Lock()
 		last = append(last, []string{body.Messages[0].Role, body.Messages[0].Content})

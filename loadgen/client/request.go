@@ -91,11 +91,10 @@ func isTokenChar(r rune) bool {
 // requestParts are the parts of every request body and header block that
 // Config sets besides the prompt, checked and encoded once by New.
 type requestParts struct {
-	extra     []byte // `,"k":v…` to append before the body's closing brace
-	maxField  string // FieldMaxTokens or FieldMaxCompletionTokens
-	headers   []Header
-	secrets   []string // values to scrub from error texts
-	hasSystem bool
+	extra    []byte // `,"k":v…` to append before the body's closing brace
+	maxField string // FieldMaxTokens or FieldMaxCompletionTokens
+	headers  []Header
+	secrets  []string // values to scrub from error texts
 }
 
 // prepareRequest checks Config's request options and encodes them.

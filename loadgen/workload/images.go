@@ -72,7 +72,8 @@ func NewGeneratedImages(spec ImageSpec, perRequest int) (*Images, error) {
 	im := &Images{PerRequest: perRequest, URLs: urls, Settings: report.ImageSettings{PerRequest: perRequest,
 		Width: spec.Width, Height: spec.Height, Format: spec.Format, Distinct: spec.Distinct}}
 	im.encode()
-	return im, im.validate()
+	err = im.validate()
+	return im, err
 }
 
 // NewFileImages returns perRequest images per request from the files at
@@ -88,7 +89,8 @@ func NewFileImages(paths []string, perRequest int) (*Images, error) {
 	im := &Images{PerRequest: perRequest, URLs: f.URLs, Settings: report.ImageSettings{PerRequest: perRequest,
 		Files: strings.Join(f.Names, ","), FilesSHA256: f.SHA256}}
 	im.encode()
-	return im, im.validate()
+	err = im.validate()
+	return im, err
 }
 
 // ImageSpec describes generated images.
