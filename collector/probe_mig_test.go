@@ -247,9 +247,13 @@ func TestProbeMIGChildKilledAtDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c
+		return childDeadline{c, 2 * time.Second}
 	}, func(o *ProbeOptions) {
-		o.Timeout = 2 * time.Second
+		// The children's deadline is 2 s (childDeadline); the collector's
+		// is long enough for the instance probed in process under -race
+		// on a loaded machine (with a 2 s one for both, that probe missed
+		// it at load 30: "not measured").
+		o.Timeout = time.Minute
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	p.grace = time.Minute // the kill, not the collector's abandonment, ends the call
@@ -274,4 +278,17 @@ func TestProbeMIGChildKilledAtDeadline(t *testing.T) {
 	if !strings.Contains(logs.String(), "killed at its deadline") {
 		t.Errorf("log does not say the child was killed:\n%s", logs.String())
 	}
+}
+
+// childDeadline gives each child of its InstanceProber a deadline of its
+// own, shorter than the collector's.
+type childDeadline struct {
+	InstanceProber
+	d time.Duration
+}
+
+func (c childDeadline) ProbeInstance(ctx context.Context, uuid string, cfg gpuprobe.Config) (gpuprobe.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.d)
+	defer cancel()
+	return c.InstanceProber.ProbeInstance(ctx, uuid, cfg)
 }
