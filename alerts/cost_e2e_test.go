@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gpulens/gpulens/internal/testenv"
-	"github.com/prometheus/prometheus/promql"
 )
 
 // The mixed-fleet scenario's hand computation (its header, and the worked
@@ -87,14 +86,13 @@ func TestCostDashboardOnMixedFleet(t *testing.T) {
 	// by samples is too low).
 	loop := newScrapeLoop(t, 15*time.Second/k, time.Now())
 	end := loop.t0.Add(12 * time.Second)
-	var eng *promql.Engine
+	eng := newEngine(k)
 	query := func(expr string, ts time.Time) ([]promSample, error) { return loop.query(ctx, eng, expr, ts) }
 	for {
 		loop.run(ctx, "mixed", addr, end)
 		if ctx.Err() != nil {
 			t.Fatalf("scraping the exporter: %v\nexporter:\n%s", ctx.Err(), exporter.Log())
 		}
-		eng = promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute / k})
 		n, err := query(`min(count_over_time(gpulens_gpu_busy_seconds_total[11s]))`, end)
 		if err == nil && len(n) == 1 && n[0].value >= 27 {
 			break

@@ -219,11 +219,7 @@ func parseExposition(body []byte, ctype string, target labels.Labels, add func(l
 // fails to evaluate is a test error.
 func (s *scrapeLoop) evaluate(ctx context.Context, t *testing.T, rulesDir string, defaultInterval time.Duration, end time.Time, k int) *promql.Engine {
 	t.Helper()
-	eng := promql.NewEngine(promql.EngineOpts{
-		MaxSamples: 50_000_000, Timeout: time.Minute,
-		LookbackDelta:    5 * time.Minute / time.Duration(k),
-		EnableAtModifier: true, EnableNegativeOffset: true,
-	})
+	eng := newEngine(k)
 	files, err := filepath.Glob(filepath.Join(rulesDir, "*.rules.yml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no rule files in %s: %v", rulesDir, err)
@@ -283,6 +279,16 @@ func (s *scrapeLoop) evaluate(ctx context.Context, t *testing.T, rulesDir string
 	}
 	s.mu.Unlock()
 	return eng
+}
+
+// newEngine is a PromQL engine with a Prometheus server's defaults, its
+// lookback delta (5 m) scaled k times down.
+func newEngine(k int) *promql.Engine {
+	return promql.NewEngine(promql.EngineOpts{
+		MaxSamples: 50_000_000, Timeout: time.Minute,
+		LookbackDelta:    5 * time.Minute / time.Duration(k),
+		EnableAtModifier: true, EnableNegativeOffset: true,
+	})
 }
 
 // evaluateRules is evaluate, then the ALERTS samples of state firing and
