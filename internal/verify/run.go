@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -172,7 +173,7 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 					u := gpuprobe.Unknown(gpuprobe.UnknownMIG)
 					run.Unexplained = &u
 				case devHandles[i] != nil && d.NVML != nil:
-					explain(ctx, &run, devHandles[i], uint32(o.SelfPID), d.NVML.Processes, nvmlNow, sleep)
+					explain(ctx, &run, devHandles[i], samplers[i].processSamples(), uint32(o.SelfPID), d.NVML.Processes, nvmlNow, sleep)
 				case run.Result != nil && run.Result.Stolen != nil:
 					u := gpuprobe.Unknown(gpuprobe.UnknownNoProcessUtilization)
 					run.Unexplained = &u
@@ -435,8 +436,11 @@ const explainWait = 5 * time.Second
 // this process (as NVML's process list showed it, else self) left out, the
 // MPS clients one context with their server. It reads NVML's whole sample
 // buffer, again after a sample period while the samples do not cover the
-// last window yet (at most explainWait).
-func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, procs *ProcessFacts, now func() time.Time, sleep func(context.Context, time.Duration) error) {
+// last window yet (at most explainWait). read are the samples read while
+// the probe ran (sampler.processSamples): a loaded host can stretch a probe
+// beyond what the driver's buffer keeps, so they are counted beside the
+// buffer's, each sample once.
+func explain(ctx context.Context, run *ProbeRun, d nvml.Device, read []nvml.ProcessUtilizationSample, self uint32, procs *ProcessFacts, now func() time.Time, sleep func(context.Context, time.Duration) error) {
 	res := run.Result
 	if res == nil || res.Stolen == nil || res.Stolen.Window <= 0 {
 		return
@@ -448,13 +452,19 @@ func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, pro
 	var u gpuprobe.Unexplained
 	for {
 		samples, ret := d.GetProcessUtilization(0)
-		read := now()
+		if ret == nvml.SUCCESS || ret == nvml.ERROR_NOT_FOUND {
+			samples, ret = mergeSamples(read, samples), nvml.SUCCESS
+			if len(samples) == 0 {
+				ret = nvml.ERROR_NOT_FOUND
+			}
+		}
+		readAt := now()
 		if deadline.IsZero() {
-			deadline = read.Add(explainWait)
+			deadline = readAt.Add(explainWait)
 		}
 		switch ret {
 		case nvml.SUCCESS, nvml.ERROR_NOT_FOUND: // NOT_FOUND: no sample in the buffer
-			a := gpuprobe.NVMLActivity{ReadUpTo: read, Probe: []uint32{self}, Final: !read.Before(deadline)}
+			a := gpuprobe.NVMLActivity{ReadUpTo: readAt, Probe: []uint32{self}, Final: !readAt.Before(deadline)}
 			if ret == nvml.SUCCESS {
 				for _, s := range samples {
 					a.Samples = append(a.Samples, gpuprobe.NVMLSample(s.Pid, s.TimeStamp, s.SmUtil))
@@ -464,7 +474,7 @@ func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, pro
 				a.MPSClients = procs.MPSPIDs
 			}
 			u = gpuprobe.EstimateUnexplained(res.Stolen, a)
-			if u.Reason == gpuprobe.UnknownSamplesNotRead && read.Before(deadline) {
+			if u.Reason == gpuprobe.UnknownSamplesNotRead && readAt.Before(deadline) {
 				if err := sleep(ctx, a.Coverage()); err != nil {
 					return
 				}
@@ -493,4 +503,24 @@ func explain(ctx context.Context, run *ProbeRun, d nvml.Device, self uint32, pro
 			run.VisibleSM[key] += share / float64(len(u.Windows))
 		}
 	}
+}
+
+// mergeSamples is buffer's samples and those of read that buffer no
+// longer holds, each once (the same process and timestamp: the same
+// sample), ordered by timestamp.
+func mergeSamples(read, buffer []nvml.ProcessUtilizationSample) []nvml.ProcessUtilizationSample {
+	type key struct {
+		pid uint32
+		ts  uint64
+	}
+	held := make(map[key]bool, len(buffer)+len(read))
+	out := make([]nvml.ProcessUtilizationSample, 0, len(buffer)+len(read))
+	for _, s := range append(slices.Clip(buffer), read...) {
+		if k := (key{s.Pid, s.TimeStamp}); !held[k] {
+			held[k] = true
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b nvml.ProcessUtilizationSample) int { return cmp.Compare(a.TimeStamp, b.TimeStamp) })
+	return out
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,7 +292,9 @@ func TestSamplerIgnoresIdleClocks(t *testing.T) {
 // out: a neighbour of 0.5 beside nobody else reads 0.5. Before, the probe's
 // own samples (its share, 0.5) counted as a tenant's and the split read 0.
 // Samples not yet covering the last window are read again after a sample
-// period; NOT_SUPPORTED gives the raw basis and no split.
+// period; NOT_SUPPORTED gives the raw basis and no split. The sampler reads
+// the samples as the probe starts and ends too (twice; once when NVML
+// answers NOT_SUPPORTED, which stops it).
 func TestRunExplainsPerWindow(t *testing.T) {
 	const hostPID = 3141593
 	start := time.Now().Add(-10 * time.Second)
@@ -310,16 +315,17 @@ func TestRunExplainsPerWindow(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name    string
-		ret     nvml.Return
-		basis   string
-		split   bool
-		want    float64
-		readsAt []time.Time
+		name         string
+		ret          nvml.Return
+		basis        string
+		split        bool
+		want         float64
+		readsAt      []time.Time
+		samplerReads int
 	}{
-		{"samples", nvml.SUCCESS, gpuprobe.BasisVisible, true, 0.5, []time.Time{start.Add(time.Second)}},
-		{"read again", nvml.SUCCESS, gpuprobe.BasisVisible, true, 0.5, []time.Time{start.Add(300 * time.Millisecond), start.Add(time.Second)}},
-		{"not supported", nvml.ERROR_NOT_SUPPORTED, gpuprobe.BasisRaw, false, 0.5, []time.Time{start.Add(time.Second)}},
+		{"samples", nvml.SUCCESS, gpuprobe.BasisVisible, true, 0.5, []time.Time{start.Add(time.Second)}, 2},
+		{"read again", nvml.SUCCESS, gpuprobe.BasisVisible, true, 0.5, []time.Time{start.Add(300 * time.Millisecond), start.Add(time.Second)}, 2},
+		{"not supported", nvml.ERROR_NOT_SUPPORTED, gpuprobe.BasisRaw, false, 0.5, []time.Time{start.Add(time.Second)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lib := mockLibrary(mockGPU(uuid0, bus0, 0))
@@ -340,12 +346,106 @@ func TestRunExplainsPerWindow(t *testing.T) {
 			}
 			run := rep.Devices[0].Runs[0]
 			u := run.Unexplained
-			if u == nil || u.Basis != tc.basis || math.Abs(u.Ratio-tc.want) > 0.01 || (run.UnexplainedStolenRatio != nil) != tc.split || reads != len(tc.readsAt) {
-				t.Fatalf("unexplained %+v, split %v after %d reads; want basis %s, %.2f, split %v after %d", u, run.UnexplainedStolenRatio, reads, tc.basis, tc.want, tc.split, len(tc.readsAt))
+			if u == nil || u.Basis != tc.basis || math.Abs(u.Ratio-tc.want) > 0.01 || (run.UnexplainedStolenRatio != nil) != tc.split || reads != tc.samplerReads+len(tc.readsAt) {
+				t.Fatalf("unexplained %+v, split %v after %d reads; want basis %s, %.2f, split %v after %d", u, run.UnexplainedStolenRatio, reads, tc.basis, tc.want, tc.split, tc.samplerReads+len(tc.readsAt))
 			}
 			if len(tc.readsAt) > 1 && (len(sl.d) != 1 || sl.d[0] < period) {
 				t.Errorf("waited %v, want one sample period", sl.d)
 			}
 		})
+	}
+}
+
+// probingFlag is a fakeProber that tells, while Probe runs, whether it runs,
+// and waits in Probe until NVML's samples were read meanwhile.
+type probingFlag struct {
+	*fakeProber
+	running    atomic.Bool
+	readDuring chan struct{}
+}
+
+func (p *probingFlag) Probe(ctx context.Context, ordinal int, cfg gpuprobe.Config) (gpuprobe.Result, error) {
+	p.running.Store(true)
+	defer p.running.Store(false)
+	select {
+	case <-p.readDuring:
+	case <-ctx.Done():
+		return gpuprobe.Result{}, ctx.Err()
+	}
+	return p.fakeProber.Probe(ctx, ordinal, cfg)
+}
+
+// TestRunKeepsSamplesReadDuringProbe: NVML's per-process samples are read
+// while the probe runs, and explain counts them beside the driver's buffer:
+// a probe stretched by a loaded host can outlast the buffer (here: it is
+// empty after the probe), and before, every window was then
+// no_samples_during_probe (the simulated validation failed so beside a
+// second make test).
+func TestRunKeepsSamplesReadDuringProbe(t *testing.T) {
+	const hostPID = 4242
+	start := time.Now().Add(-10 * time.Second)
+	res := healthyResult(1)
+	res.NVMLPID = hostPID
+	st := *res.Stolen
+	st.Ratio, st.Windows = 0.5, nil
+	for i := range 4 {
+		from := start.Add(time.Duration(i) * 70 * time.Millisecond)
+		st.Windows = append(st.Windows, gpuprobe.StolenWindow{Start: from, End: from.Add(25 * time.Millisecond), Window: 25 * time.Millisecond, Ratio: 0.5})
+	}
+	res.Stolen = &st
+	period := time.Second / 6
+	var samples []nvml.ProcessUtilizationSample
+	for ts := start.Add(period); ts.Before(start.Add(time.Second)); ts = ts.Add(period) {
+		samples = append(samples,
+			nvml.ProcessUtilizationSample{Pid: hostPID, TimeStamp: uint64(ts.UnixMicro()), SmUtil: 50},
+			nvml.ProcessUtilizationSample{Pid: 777, TimeStamp: uint64(ts.UnixMicro()), SmUtil: 50})
+	}
+	lib := mockLibrary(mockGPU(uuid0, bus0, 0))
+	dev, _ := lib.DeviceGetHandleByIndex(0)
+	p := &probingFlag{fakeProber: &fakeProber{devs: []gpuprobe.DeviceInfo{cudaH100(0, uuid0, bus0)}, results: map[int][]gpuprobe.Result{0: {res}}},
+		readDuring: make(chan struct{}, 1)}
+	var lastSeen []uint64
+	var mu sync.Mutex
+	dev.(*mock.Device).GetProcessUtilizationFunc = func(seen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		lastSeen = append(lastSeen, seen)
+		if !p.running.Load() {
+			return nil, nvml.ERROR_NOT_FOUND // the buffer has none left
+		}
+		select {
+		case p.readDuring <- struct{}{}:
+		default:
+		}
+		var out []nvml.ProcessUtilizationSample
+		for _, s := range samples {
+			if s.TimeStamp > seen {
+				out = append(out, s)
+			}
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return out, nvml.SUCCESS
+	}
+	clock := start.Add(2 * time.Second)
+	rep, err := Run(context.Background(), Sources{NVML: lib, Prober: p}, Options{Repeat: 1, Probe: testConfig(), SelfPID: 1,
+		Sleep: (&recordedSleeps{}).sleep, SampleInterval: time.Millisecond, Now: func() time.Time { return t0 },
+		NVMLNow: func() time.Time { clock = clock.Add(time.Second); return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := rep.Devices[0].Runs[0]
+	u := run.Unexplained
+	if u == nil || u.Basis != gpuprobe.BasisVisible || run.UnexplainedStolenRatio == nil || math.Abs(*run.UnexplainedStolenRatio) > 0.01 {
+		t.Fatalf("unexplained %+v; want basis %s, 0 unexplained (the visible tenant 777 took the stolen half)", u, gpuprobe.BasisVisible)
+	}
+	if got := run.VisibleSM["777"]; math.Abs(got-0.5) > 0.01 {
+		t.Errorf("visible SM %v; want 777 at 0.5", run.VisibleSM)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lastSeen) < 3 || lastSeen[0] != 0 || slices.Max(lastSeen) != samples[len(samples)-1].TimeStamp {
+		t.Errorf("reads with lastSeen %v; want the first of the whole buffer and later ones after the newest sample read (%d)", lastSeen, samples[len(samples)-1].TimeStamp)
 	}
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,16 @@ type sampler struct {
 	d   nvml.Device
 	out LoadSamples
 	na  []string
+	// procs are NVML's per-process utilisation samples read while the
+	// probe runs (procRun), newer than procSeen each time: the driver keeps
+	// a buffer of unstated length, which a probe stretched by a loaded host
+	// can outlast before explain reads it (then no sample is left of the
+	// probe's stolen-time windows). procOff: the call failed or is not
+	// supported; explain says why.
+	procs    []nvml.ProcessUtilizationSample
+	procSeen uint64
+	procRun  bool
+	procOff  bool
 }
 
 func newSampler(d nvml.Device) *sampler {
@@ -48,6 +59,7 @@ func newSampler(d nvml.Device) *sampler {
 func (s *sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.readProcs()
 	var errs []CallError
 	r := reader{&s.na, &errs}
 	s.out.Samples++
@@ -92,8 +104,48 @@ func (s *sampler) sample() {
 	}
 }
 
-// during samples at the start, every interval while f runs, and at the end.
+// readProcs appends NVML's per-process samples newer than the last read
+// (while a probe runs); s.mu held.
+func (s *sampler) readProcs() {
+	if !s.procRun || s.procOff {
+		return
+	}
+	samples, ret := s.d.GetProcessUtilization(s.procSeen)
+	switch ret {
+	case nvml.SUCCESS:
+		for _, x := range samples {
+			s.procSeen = max(s.procSeen, x.TimeStamp)
+		}
+		s.procs = append(s.procs, samples...)
+	case nvml.ERROR_NOT_FOUND: // nothing newer
+	default:
+		s.procOff = true
+	}
+}
+
+// processSamples returns the per-process samples read during the last
+// probe (during).
+func (s *sampler) processSamples() []nvml.ProcessUtilizationSample {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.procs)
+}
+
+// during samples at the start, every interval while f runs, and at the
+// end; NVML's per-process samples are read each time too, kept for
+// processSamples.
 func (s *sampler) during(ctx context.Context, interval time.Duration, f func()) {
+	s.mu.Lock()
+	s.procs, s.procRun = nil, true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.procRun = false
+		s.mu.Unlock()
+	}()
 	s.sample()
 	done := make(chan struct{})
 	var wg sync.WaitGroup

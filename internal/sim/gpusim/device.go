@@ -110,6 +110,9 @@ type device struct {
 	// probeKernels is when the probe's kernels run on the whole GPU
 	// (probe_context.go).
 	probeKernels spanLog
+	// published is when periods held back for the probe were published
+	// (procutil.go).
+	published publishLog
 	// periods memoises GetProcessUtilization's samples by period.
 	periods periodMemo
 }

@@ -81,6 +81,7 @@ type Fleet struct {
 	devices []*device
 	node    string
 	inits   atomic.Int64 // Init calls not yet matched by Shutdown
+	lags    probeLags    // the lag of each probe driver made by ProbeDriverVisible
 }
 
 // New builds the fleet a scenario describes.

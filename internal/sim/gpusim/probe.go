@@ -163,6 +163,7 @@ func (f *Fleet) ProbeDriverVisible(visible string) gpuprobe.Driver {
 		Seed:           int64(f.seed),
 		DriverVersion:  f.sc.cudaVersion,
 		VisibleDevices: visible,
+		Lag:            f.lags.tracker(),
 	})
 }
 

@@ -43,6 +43,19 @@ type probeCtxLog struct {
 // GPU (inst < 0) or MIG instance inst.
 func (d *device) probeContext(inst int) func(open bool, at time.Time) {
 	return func(open bool, at time.Time) {
+		defer func() {
+			// What the context's open or close does to the periods held
+			// back for the probe (reportedUntil, publishLog).
+			if inst >= 0 {
+				return
+			}
+			now := d.f.elapsed()
+			if open {
+				d.published.open(d.reportedUntil(now))
+			} else {
+				d.published.release(now, d.spec.nvml.samplePeriod)
+			}
+		}()
 		t := d.f.simSeconds(at)
 		l := &d.probeCtxs
 		l.mu.Lock()
@@ -173,23 +186,65 @@ func (l *probeCtxLog) openSince() (float64, bool) {
 // them would lack the probe's share for good (a reader never asks for it
 // again). So while a context is open, periods are reported up to the end
 // of its latest kernel (or its creation), and the rest once it closes or
-// its kernels get there (at most probeReportHold later), as a driver
-// reports a period once it is over.
+// its kernels get there, as a driver reports a period once it is over on
+// the GPU's clock. Every kernel the driver queues from now on starts at
+// or after the fleet's clock less the driver's lag (simdriver.Options.Lag):
+// periods before that are over whatever the probe does next, so they are
+// reported at most probeReportHold (of the fleet's clock) beyond the lag
+// later; a context left open (a hung probe) does not stop the samples.
 func (d *device) reportedUntil(t float64) float64 {
 	from, ok := d.probeCtxs.openSince()
 	if !ok || from > t {
 		return t
 	}
-	// Held back at most probeReportHold of the clock: a context left
-	// open (a hung probe) does not stop the samples.
-	hold := probeReportHold.Seconds() * d.f.sampleBufferScale()
+	hold := (probeReportHold + d.f.lags.max()).Seconds() * d.f.speed
+	hold = math.Max(hold, probeReportHold.Seconds()*d.f.sampleBufferScale())
 	return math.Max(t-hold, math.Min(t, d.probeKernels.latestEnd(from)))
 }
 
-// probeReportHold bounds how long reportedUntil holds samples back, in
-// time of the fleet's clock: well beyond a probe run's lag, well within
-// the driver's sample buffer.
+// probeReportHold bounds how long reportedUntil holds samples back beyond
+// the probe driver's lag, in time of the fleet's clock: well beyond a
+// probe call's own emulation time, well within the driver's sample buffer.
 const probeReportHold = 2 * time.Second
+
+// probeLags holds the lag of each probe driver the fleet made (see
+// reportedUntil): drivers without a live context report 0.
+type probeLags struct {
+	mu   sync.Mutex
+	next int
+	lags map[int]time.Duration
+}
+
+// tracker returns a new driver's simdriver.Options.Lag.
+func (l *probeLags) tracker() func(time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.next
+	l.next++
+	return func(lag time.Duration) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if lag <= 0 {
+			delete(l.lags, id)
+			return
+		}
+		if l.lags == nil {
+			l.lags = map[int]time.Duration{}
+		}
+		l.lags[id] = lag
+	}
+}
+
+// max is the largest lag of a driver with a live context.
+func (l *probeLags) max() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var m time.Duration
+	for _, v := range l.lags {
+		m = max(m, v)
+	}
+	return m
+}
 
 // within appends to out the parts of the spans inside [a, b).
 func (l *spanLog) within(a, b float64, out []span) []span {
@@ -209,4 +264,6 @@ func (d *device) probeKernel(from, to time.Time) {
 	// Period k covers [(k−1)·P, k·P).
 	p := d.spec.nvml.samplePeriod
 	d.periods.forget(int64(math.Floor(a/p))+1, int64(math.Ceil(b/p)))
+	now := d.f.elapsed()
+	d.published.note(d.reportedUntil(now), now, p)
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -29,9 +30,11 @@ import (
 //     context); the MPS server's process has none, as its context's work
 //     is its clients': counting it too would count that work twice;
 //   - the driver keeps the last procSampleWindow of samples (of wall time
-//     under --sim.speed: Fleet.sampleBufferScale); only those newer than
-//     lastSeen come back, oldest first (by PID within a period), and
-//     ERROR_NOT_FOUND when none is;
+//     under --sim.speed: Fleet.sampleBufferScale), counted from when it
+//     published them: a period is published once it is over, or, held
+//     back for the probe (reportedUntil), when the hold ends (publishLog);
+//     only those newer than lastSeen come back, oldest first (by PID
+//     within a period), and ERROR_NOT_FOUND when none is;
 //   - ERROR_NOT_SUPPORTED in MIG mode and with nvml.process_utilization:
 //     not_supported (some vGPU guests).
 //
@@ -65,8 +68,14 @@ func (d *device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizati
 		return nil, nvml.ERROR_NOT_SUPPORTED // as on real GPUs in MIG mode, and some vGPU guests
 	}
 	p := d.spec.nvml.samplePeriod
-	last := int64(math.Floor(d.reportedUntil(t)/p + 1e-9))
-	first := max(1, last-int64(math.Max(1, math.Round(procSampleWindow*d.f.sampleBufferScale()/p)))+1)
+	until := d.reportedUntil(t)
+	last := int64(math.Floor(until/p + 1e-9))
+	keep := procSampleWindow * d.f.sampleBufferScale()
+	first := max(1, last-int64(math.Max(1, math.Round(keep/p)))+1)
+	d.published.note(until, t, p)
+	if from, ok := d.published.kept(t, keep); ok {
+		first = max(1, min(first, int64(math.Floor(from/p+1e-9))+1))
+	}
 	var w periodWork
 	ts := func(k int64) uint64 { return uint64(d.f.wallMicros(float64(k) * p)) }
 	out := d.periods.samples(first, last, lastSeen, ts, func(k int64, out []nvml.ProcessUtilizationSample) []nvml.ProcessUtilizationSample {
@@ -268,4 +277,75 @@ func (n *neighbourSpec) edges(a, b float64, out []float64) []float64 {
 		add(n.start + k*n.every + n.active)
 	}
 	return out
+}
+
+// publishLog is when the periods held back for the probe (reportedUntil)
+// were published, so that the driver's buffer keeps them procSampleWindow
+// from then, as it keeps every other period from its end. The simulated
+// driver's virtual clock can lag the fleet's by more than the buffer (a
+// loaded host: it leaves its emulation time out): without this, the periods
+// of the probe's last kernels, held until its context closed, fell out of
+// the buffer the moment they were published, and no reader ever saw them
+// (the probe's last stolen-time window then had no sample after it).
+type publishLog struct {
+	mu     sync.Mutex
+	active bool    // the probe's context is open: reports may be held back
+	last   float64 // reportedUntil at the last look while active, sim seconds
+	segs   []published
+}
+
+// published is the periods ending in (from, to] published at sim time at.
+type published struct{ from, to, at float64 }
+
+// open starts watching the hold at sim time now, reports then up to until.
+func (l *publishLog) open(until float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		l.active, l.last = true, until
+	}
+}
+
+// note records that at sim time now periods are reported up to until
+// (sample period p): those ending more than a period ago that were held
+// back at the last look are published now.
+func (l *publishLog) note(until, now, p float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noteLocked(until, now, p)
+}
+
+func (l *publishLog) noteLocked(until, now, p float64) {
+	if !l.active || until <= l.last {
+		return
+	}
+	if l.last < now-p {
+		l.segs = append(l.segs, published{l.last, until, now})
+	}
+	l.last = until
+}
+
+// release ends the hold at sim time now (the probe's context closes):
+// every period up to now is published.
+func (l *publishLog) release(now, p float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noteLocked(now, now, p)
+	l.active = false
+}
+
+// kept returns the earliest end of a late-published period the buffer
+// still keeps at sim time now (within keep of its publication), if any.
+func (l *publishLog) kept(now, keep float64) (float64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.segs = slices.DeleteFunc(l.segs, func(s published) bool { return now-s.at > keep })
+	if len(l.segs) == 0 {
+		return 0, false
+	}
+	from := l.segs[0].from
+	for _, s := range l.segs[1:] {
+		from = math.Min(from, s.from)
+	}
+	return from, true
 }

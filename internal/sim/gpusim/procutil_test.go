@@ -585,3 +585,112 @@ tenants:
 		t.Errorf("%d samples of the probe's process; want 2 (periods 7 and 8 hold its kernel)", probe)
 	}
 }
+
+// TestProbeSamplesWaitForTheDriversLag: a probe driver whose calls took 5 s
+// of emulation (a loaded host; simdriver.Options.Lag) queues its next
+// kernels up to 5 s behind the fleet's clock, beyond probeReportHold: the
+// periods since its context's latest kernel are held back by the lag too.
+// Before, a read 4 s after the context opened reported periods the kernels
+// recorded later fell into, without the probe's share, for good.
+func TestProbeSamplesWaitForTheDriversLag(t *testing.T) {
+	t.Parallel()
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
+`)
+	f, lib, clk := newTestFleet(t, sc, 1)
+	d := f.devices[0]
+	h := handle(t, lib, 0)
+	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	lag := f.lags.tracker()
+	clk.Set(10 * time.Second)
+	d.probeContext(-1)(true, at(10))
+	lag(5 * time.Second)
+	clk.Set(14 * time.Second)
+	first, _ := h.GetProcessUtilization(0)
+	var seen uint64
+	for _, s := range first {
+		seen = max(seen, s.TimeStamp)
+	}
+	if want := uint64(at(10).UnixMicro()); seen > want {
+		t.Errorf("first read reports up to %d µs; want at most the context's start (%d): the driver's lag holds the rest", seen, want)
+	}
+	d.probeKernel(at(10), at(13))
+	d.probeContext(-1)(false, at(13))
+	lag(0)
+	clk.Set(16 * time.Second)
+	rest, _ := h.GetProcessUtilization(seen)
+	var probe int
+	for _, s := range append(first, rest...) {
+		if s.Pid == f.SelfPID() {
+			probe++
+			if s.SmUtil < 40 || s.SmUtil > 60 {
+				t.Errorf("the probe's sample %+v: want its share beside the busy tenant (~50 %%)", s)
+			}
+		}
+	}
+	if probe != 3 {
+		t.Errorf("%d samples of the probe over its kernels [10 s, 13 s); want one per period (3)", probe)
+	}
+	if f.lags.max() != 0 {
+		t.Errorf("lag %v after the driver said 0", f.lags.max())
+	}
+}
+
+// TestHeldPeriodsStayInTheBuffer: the probe driver lags the fleet by more
+// than the driver's buffer (10 s; a loaded host), so its last kernels'
+// periods are held back until its context closes (reportedUntil). The
+// buffer keeps them procSampleWindow from then, as it keeps every period
+// from when it is published. Before, they fell out of the buffer the
+// moment the hold ended: no reader saw the probe's last kernel (its last
+// stolen-time window had no sample after it).
+func TestHeldPeriodsStayInTheBuffer(t *testing.T) {
+	t.Parallel()
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
+`)
+	f, lib, clk := newTestFleet(t, sc, 1)
+	d := f.devices[0]
+	h := handle(t, lib, 0)
+	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	lag := f.lags.tracker()
+	clk.Set(10 * time.Second)
+	d.probeContext(-1)(true, at(10))
+	lag(14 * time.Second)
+	clk.Set(24 * time.Second)
+	d.probeKernel(at(10), at(12.5)) // recorded 14 s late
+	var seen uint64
+	read := func() []nvml.ProcessUtilizationSample {
+		s, r := h.GetProcessUtilization(seen)
+		if r != nvml.SUCCESS && r != nvml.ERROR_NOT_FOUND {
+			t.Fatal(r)
+		}
+		for _, x := range s {
+			seen = max(seen, x.TimeStamp)
+		}
+		return s
+	}
+	got := read() // periods up to 12 s, the kernel's last whole one
+	clk.Set(25 * time.Second)
+	d.probeContext(-1)(false, at(12.5))
+	lag(0)
+	got = append(got, read()...)
+	clk.Set(30 * time.Second)
+	all, _ := h.GetProcessUtilization(0) // the whole buffer
+	for name, samples := range map[string][]nvml.ProcessUtilizationSample{"read as they came": got, "the whole buffer": all} {
+		var probe []float64
+		for _, s := range samples {
+			if s.Pid == f.SelfPID() {
+				probe = append(probe, float64(s.TimeStamp-uint64(epoch.UnixMicro()))/1e6)
+			}
+		}
+		if want := []float64{11, 12, 13}; !slices.Equal(probe, want) {
+			t.Errorf("%s: the probe's samples end at %v s; want %v (its kernel ran [10 s, 12.5 s))", name, probe, want)
+		}
+	}
+}

@@ -109,6 +109,7 @@ type Driver struct {
 	callBase, callStart time.Time
 	inCall              bool
 	version             int
+	onLag               func(time.Duration)
 
 	inited  bool
 	fails   map[string]int
@@ -148,6 +149,7 @@ func New(devs []Device, opts Options) *Driver {
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		vt:      now(),
 		version: version,
+		onLag:   opts.Lag,
 		fails:   map[string]int{},
 		hangs:   map[string]chan struct{}{},
 		nextPtr: 0x7f0000000000,
@@ -212,8 +214,9 @@ func (d *Driver) enter(names ...string) error {
 		<-hang
 	}
 	now := d.now()
-	if len(d.ctxs) == 0 {
+	if len(d.ctxs) == 0 && d.lag != 0 {
 		d.lag = 0 // no context: nothing times the GPU, the clock catches up
+		d.tellLag()
 	}
 	d.callStart, d.callBase, d.inCall = now, now.Add(-d.lag), true
 	for _, n := range names {
@@ -228,10 +231,20 @@ func (d *Driver) enter(names ...string) error {
 // base clock, while a context is live, is added to lag, and d.mu unlocked.
 func (d *Driver) leave() {
 	if len(d.ctxs) > 0 {
-		d.lag += max(0, d.now().Sub(d.callStart))
+		if took := d.now().Sub(d.callStart); took > 0 {
+			d.lag += took
+			d.tellLag()
+		}
 	}
 	d.inCall = false
 	d.mu.Unlock()
+}
+
+// tellLag tells Options.Lag the lag; d.mu held.
+func (d *Driver) tellLag() {
+	if d.onLag != nil {
+		d.onLag(d.lag)
+	}
 }
 
 func (d *Driver) requireInit(call string) error {

@@ -90,4 +90,14 @@ type Options struct {
 	// Whatever it says, a process sees at most one MIG device, the first
 	// visible one, as CUDA enumerates a single MIG instance per process.
 	VisibleDevices string
+	// Lag, when set, is told the driver's lag each time it changes: the
+	// base-clock time spent inside its own calls while a context is live,
+	// which its virtual clock leaves out (see Driver); 0 once no context is
+	// live. A kernel the driver queues later starts no earlier than the
+	// base clock less this lag, so a simulated fleet that reports the
+	// driver's kernels in NVML's per-process samples holds its periods back
+	// by it while the probe's context is open (a driver reports a period
+	// once it is over on the GPU's clock). It is called with the driver's
+	// lock held and must not call the Driver.
+	Lag func(lag time.Duration)
 }

@@ -185,7 +185,8 @@ func TestOwnTimeIsNotGPUTime(t *testing.T) {
 			}
 			dev := testDevice()
 			dev.Slowdown = func(time.Time) float64 { wait(tc.inside); return 1 }
-			d := New([]Device{dev}, Options{Now: clock, Seed: 1})
+			var told []time.Duration // Options.Lag
+			d := New([]Device{dev}, Options{Now: clock, Seed: 1, Lag: func(l time.Duration) { told = append(told, l) }})
 			must := func(err error) {
 				t.Helper()
 				if err != nil {
@@ -216,9 +217,19 @@ func TestOwnTimeIsNotGPUTime(t *testing.T) {
 			if lag := clock().Sub(d.Now()); lag < tc.inside-time.Millisecond || lag > tc.inside {
 				t.Errorf("inside the context the clock is %s behind the base clock, want about %s", lag, tc.inside)
 			}
+			// Options.Lag was told the lag, as it grew.
+			if tc.inside == 0 && len(told) != 0 {
+				t.Errorf("Lag told %v with no time inside the calls", told)
+			}
+			if tc.inside > 0 && (len(told) == 0 || told[len(told)-1] != tc.inside) {
+				t.Errorf("Lag told %v; want the lag %s last", told, tc.inside)
+			}
 			must(d.CtxDestroy(c))
 			if _, err := d.DeviceCount(); err != nil {
 				t.Fatal(err)
+			}
+			if tc.inside > 0 && told[len(told)-1] != 0 {
+				t.Errorf("Lag told %v; want 0 last once no context is live", told)
 			}
 			if got := d.Now(); got.Before(clock()) {
 				t.Errorf("with no context the clock is %s behind the base clock", clock().Sub(got))
