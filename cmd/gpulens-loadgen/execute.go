@@ -18,17 +18,21 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
-// execute runs the campaign of p with the options of the flags, serves its
-// live metrics and writes the reports. It returns an error only for bad
+// execute runs the campaign of the plan (of the options of the flags),
+// serves its live metrics and writes the reports. It returns an error only for bad
 // setup (a usageError, before any request) or unwritable outputs: an
 // interrupted run still writes what it measured. A run that returns nil
 // sets f.status: exitInterrupted, exitAllFailed or exitOK.
-func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.Plan) error {
+func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, plan func(campaign.Options) (campaign.Plan, error)) error {
 	f.status = exitOK
 	if err := noObjectives(f); err != nil {
 		return usageError{err}
 	}
 	opt, err := f.options()
+	if err != nil {
+		return usageError{err}
+	}
+	p, err := plan(opt)
 	if err != nil {
 		return usageError{err}
 	}
@@ -48,7 +52,7 @@ func execute(ctx context.Context, logger *slog.Logger, f *loadFlags, p campaign.
 		}},
 		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, res.Document) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, res.Records) }},
-		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, res.Responses) }},
+		{"--save-responses", f.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, res.Responses) }},
 	}
 	if err := checkOutputs(outputs); err != nil {
 		return usageError{err}

@@ -34,10 +34,10 @@ var optionMaps = []struct {
 	dirs    []string
 	skip    []string
 }{
-	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
+	{"loadFlagNames", loadFlagNames, []any{campaign.Settings{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
 	// search renames its errors with loadFlagNames and searchFlagNames
 	// over it (search_cmd.go).
-	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.SearchConfig{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
+	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.SearchSettings{}, campaign.SearchConfig{}, campaign.Settings{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
 	{"simFlagNames", simFlagNames, []any{simserver.Config{}}, []string{"internal/sim/simserver"}, nil},
 	{"gpuTieFlagNames", gpuTieFlagNames, []any{simserver.GPUTie{}}, []string{"internal/sim/simserver"}, nil},
 	{"costFlagNames", costFlagNames, []any{report.Terms{}}, []string{"loadgen/report/bill.go"}, nil},
@@ -47,11 +47,6 @@ var optionMaps = []struct {
 // struct, with the field they name.
 var optionAliases = map[string]string{
 	"PromptNonce": "Workload.Nonce (the report's metadata.prompt_nonce)",
-	// The image flags fill a workload.ImageSpec, from which the command
-	// builds Workload.Images before the options exist.
-	"ImageSize":     "workload.ImageSpec.Width and Height (--image.size)",
-	"ImageFormat":   "workload.ImageSpec.Format (--image.format)",
-	"ImageDistinct": "workload.ImageSpec.Distinct (--image.distinct)",
 }
 
 // TestOptionFlagNamesComplete: every option a library names in an error

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,29 +33,10 @@ func searchCommand(app *kingpin.Application) command {
 	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
 	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		cfg := campaign.SearchConfig{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
-		switch {
-		case *concurrency != 0 && *rate != 0:
-			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
-		case *rate != 0:
-			cfg.Mode, cfg.Start = report.ModeOpen, *rate
-		case *concurrency != 0:
-			cfg.Mode, cfg.Start = report.ModeClosed, float64(*concurrency)
-		default:
-			return usageError{fmt.Errorf("set --concurrency N (closed loop, search over users from N) or --rate R (open loop, search over requests per second from R)")}
-		}
-		if f.workload.trace != "" {
-			return usageError{fmt.Errorf("--trace: a trace replays its own times; a search sets the rate itself")}
-		}
-		for _, s := range f.objectives {
-			o, err := campaign.ParseObjective("--slo", s)
-			if err != nil {
-				return usageError{err}
-			}
-			cfg.Objectives = append(cfg.Objectives, o)
-		}
 		names := searchNames()
-		if err := cfg.Validate(); err != nil {
+		cfg, err := campaign.SearchSettings{Concurrency: *concurrency, Rate: *rate, Max: *maxLevel, Growth: *growth, Precision: *precision,
+			MaxProbes: *maxProbes, Repeats: *repeats, Objectives: f.objectives}.Config(f.set)
+		if err != nil {
 			return usageError{flagged(names, err)}
 		}
 		return flagged(names, executeSearch(ctx, logger, f, cfg))
@@ -85,7 +65,7 @@ func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg c
 		}},
 		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, doc) }},
 		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, prober.Records) }},
-		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
+		{"--save-responses", f.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
 	}
 	if err := checkOutputs(outputs); err != nil {
 		return usageError{err}
