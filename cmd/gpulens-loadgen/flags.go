@@ -11,8 +11,6 @@ import (
 
 	"github.com/gpulens/gpulens/internal/cliflag"
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
 // loadFlags are the flags shared by run, sweep and search: the campaign's
@@ -39,19 +37,20 @@ func (f *loadFlags) exitStatus() int { return f.status }
 
 func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	f := &loadFlags{}
+	d := campaign.DefaultSettings()
 	f.web = kingpinflag.AddFlags(cmd, ":9843")
 	cmd.Flag("web.telemetry-path", "Path under which to expose the live load metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	cmd.Flag("target", "Base URL of the OpenAI-compatible API, ending in /v1.").Required().StringVar(&f.set.Target)
 	cmd.Flag("model", "Model name to request.").Required().StringVar(&f.set.Model)
-	cmd.Flag("endpoint", "API to call: chat or completions.").Default("chat").EnumVar(&f.set.Endpoint, "chat", "completions")
+	cmd.Flag("endpoint", "API to call: chat or completions.").Default(d.Endpoint).EnumVar(&f.set.Endpoint, campaign.Choices("Endpoint")...)
 	cmd.Flag("api-key-file", "File holding the API key (else $OPENAI_API_KEY). Never logged or reported.").StringVar(&f.set.APIKeyFile)
 	cliflag.Duration(cmd, "timeout", "Timeout of one request, from send to last byte.", "300s", &f.set.Timeout)
 	cmd.Flag("continuous-usage", "Ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) for exact per-chunk token counts.").BoolVar(&f.set.ContinuousUsage)
 	cmd.Flag("tls.ca-file", "PEM file of CA certificates to trust for an https:// target (instead of the system's).").StringVar(&f.set.TLSCAFile)
 	cmd.Flag("tls.insecure-skip-verify", "Do not verify an https:// target's certificate (test servers only).").BoolVar(&f.set.TLSInsecureSkipVerify)
-	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read; a chunk not read before the next one arrives gets the later time) or read (when the load generator's read returned, which adds its own scheduling delays).").Default("kernel").EnumVar(&f.set.Timestamps, "kernel", "read")
+	cmd.Flag("timestamps", "Token times: kernel (when the bytes arrived: the kernel's receive timestamps, Linux; elsewhere falls back to read; a chunk not read before the next one arrives gets the later time) or read (when the load generator's read returned, which adds its own scheduling delays).").Default(d.Timestamps).EnumVar(&f.set.Timestamps, campaign.Choices("Timestamps")...)
 	cmd.Flag("scenario", "Free-form scenario name, a label on every metric.").Default("default").StringVar(&f.set.Scenario)
-	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default("poisson").EnumVar(&f.set.Arrival, "constant", "poisson", "gamma")
+	cmd.Flag("arrival", "Open-loop arrival process: constant, poisson or gamma.").Default(d.Arrival).EnumVar(&f.set.Arrival, campaign.Choices("Arrival")...)
 	cmd.Flag("burstiness", "Gamma shape k for --arrival gamma (1 = Poisson, <1 burstier).").Default("1").Float64Var(&f.set.Burstiness)
 	cmd.Flag("max-concurrency", "Open loop: cap on requests in flight (0 = none).").Default("0").IntVar(&f.set.MaxConcurrency)
 	cliflag.Duration(cmd, "duration", "Measured duration of each run (after warmup).", "", &f.set.Duration)
@@ -61,15 +60,15 @@ func addLoadFlags(cmd *kingpin.CmdClause) *loadFlags {
 	cliflag.Duration(cmd, "ramp-up", "Closed loop: start users evenly over this time; open loop: ramp the rate linearly.", "0s", &f.set.RampUp)
 	cmd.Flag("shard", "Run only worker i of N's part (round-robin by request index) of the seeded schedule: i/N.").StringVar(&f.set.Shard)
 	cmd.Flag("input-tokens", "Synthetic prompt length: fixed:N, uniform:LO,HI, normal:MEAN,SD or lognormal:MEDIAN,SIGMA, with optional ,min=N,max=N.").Default("fixed:256").StringVar(&f.set.InputTokens)
-	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run (with --dataset: count its replies, the output lengths, in the server's tokens): tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default("auto").EnumVar(&f.set.Calibrate, "auto", "tokenize", "usage", "off")
+	cmd.Flag("input-tokens.calibrate", "Fit the synthetic prompts (--input-tokens, --turns histories, traces) to the server's own token counts before the first run (with --dataset: count its replies, the output lengths, in the server's tokens): tokenize (the server's POST /tokenize, vLLM's: exact, sends no generation), usage (six requests with max_tokens 1, from the prompt_tokens the server reports), auto (tokenize where the server has it, else usage) or off (one word per token asked for). Recorded in metadata.token_calibration; its requests are in no run.").Default(d.Calibrate).EnumVar(&f.set.Calibrate, campaign.Choices("Calibrate")...)
 	cliflag.Duration(cmd, "input-tokens.calibrate-timeout", "Time limit of the whole calibration (0s: the first run's own bound, --warmup + --duration + --grace-period, or --timeout with --requests). A server that has not answered by then ends the command before its first run (exit status 3), the report saying what did not answer.", "0s", &f.set.CalibrateTimeout)
 	cmd.Flag("output-tokens", "Output length (max_tokens) distribution, same syntax as --input-tokens.").Default("fixed:128").StringVar(&f.set.OutputTokens)
 	cmd.Flag("dataset", "Prompts from a JSONL file ({\"prompt\": ...}, optional \"output_tokens\" in the server's tokens or a \"completion\"/\"response\" reply) or a ShareGPT JSON file instead of synthetic ones; a reply's length, counted in the server's tokens by --input-tokens.calibrate, is the output length.").StringVar(&f.set.Dataset)
-	cmd.Flag("dataset.turns", "Which prompts of a ShareGPT --dataset are sent: first (each conversation's first human turn) or all (every human turn, after the conversation's earlier turns as chat history).").Default(workload.DatasetTurnsFirst).EnumVar(&f.set.DatasetTurns, workload.DatasetTurnsFirst, workload.DatasetTurnsAll)
+	cmd.Flag("dataset.turns", "Which prompts of a ShareGPT --dataset are sent: first (each conversation's first human turn) or all (every human turn, after the conversation's earlier turns as chat history).").Default(d.DatasetTurns).EnumVar(&f.set.DatasetTurns, campaign.Choices("DatasetTurns")...)
 	cmd.Flag("max-tokens", "Cap on max_tokens of every request (0 = none).").Default("0").IntVar(&f.set.MaxTokens)
 	cmd.Flag("ignore-eos", "Send ignore_eos so the server generates exactly max_tokens (vLLM, SGLang).").BoolVar(&f.set.IgnoreEOS)
 	cmd.Flag("seed", "Seed of prompts, lengths and arrival schedule.").Default("1").Int64Var(&f.set.Seed)
-	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(report.PromptsDistinct).EnumVar(&f.set.Prompts, report.PromptsDistinct, report.PromptsReuse)
+	cmd.Flag("prompts", "distinct: every level, repeat and invocation sends prompts of its own (a nonce drawn per invocation, recorded as metadata.prompt_nonce), so a server's prefix cache cannot serve one run from another's; reuse: the same prompts at every level and repeat, and in every invocation with the same --seed (and --prompt-nonce), for deliberate cache-warm measurements.").Default(d.Prompts).EnumVar(&f.set.Prompts, campaign.Choices("Prompts")...)
 	cmd.Flag("prompt-nonce", "Nonce of the prompts instead of a random one (1-64 letters, digits, - or _): with a report's metadata.prompt_nonce and the same --seed, replays its prompts byte for byte.").PlaceHolder("NONCE").StringVar(&f.set.PromptNonce)
 	cmd.Flag("slo", "Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (what makes a request good). Repeatable. search also takes level objectives, one per flag: ttft:p99<=500ms, goodput>=0.95, errors<=0.01.").SetValue(&sloFlag{perRequest: &f.set.SLO, objectives: &f.objectives})
 	cliflag.Price(cmd, "cost.gpu-hourly-usd", "Price of one GPU-hour in USD (0 to 1000; 0: no cost figures).", "0", &f.set.GPUHourlyUSD)

@@ -211,3 +211,22 @@ func flagNames(app *kingpin.Application) map[string]bool {
 	walk(m.Commands)
 	return out
 }
+
+// TestFlagDefaultsAreTheLibrarys: run, sweep and search, given no flag
+// but the required ones, fill the campaign's settings with the library's
+// defaults (campaign.DefaultSettings), so a default is written once.
+func TestFlagDefaultsAreTheLibrarys(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"run", "sweep", "search"} {
+		app := kingpin.New("t", "")
+		f := addLoadFlags(app.Command(name, ""))
+		if _, err := app.Parse([]string{name, "--target", "http://127.0.0.1:1/v1", "--model", "m"}); err != nil {
+			t.Fatal(err)
+		}
+		want := campaign.DefaultSettings()
+		want.Target, want.Model = "http://127.0.0.1:1/v1", "m"
+		if !reflect.DeepEqual(f.set, want) {
+			t.Errorf("%s: the flags' defaults\n%+v\nare not the library's\n%+v", name, f.set, want)
+		}
+	}
+}

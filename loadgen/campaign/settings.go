@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,8 @@ import (
 // Options New takes; every error names the setting at fault by its field
 // (package option), which a command spells as its flag. A command line
 // fills Settings and nothing more (cmd/gpulens-loadgen binds each flag to
-// a field); Options stays open to a program that builds its own.
+// a field, with DefaultSettings' values as defaults and Choices' as its
+// enumerations); Options stays open to a program that builds its own.
 type Settings struct {
 	// The server and how requests reach it (client.Config).
 	Target, Model string
@@ -119,6 +121,67 @@ type Settings struct {
 	MaxTokensField     string
 }
 
+// DefaultSettings are the settings of a campaign nobody tuned (without
+// its Target and Model, which have none, and a Duration or Requests):
+// gpulens-loadgen's flags default to them (TestFlagDefaultsAreTheLibrarys).
+func DefaultSettings() Settings {
+	return Settings{
+		Endpoint: client.EndpointChat, Timeout: 300 * time.Second, Timestamps: "kernel", Scenario: "default",
+		Arrival: runner.Poisson, Burstiness: 1, GracePeriod: runner.DefaultGracePeriod,
+		InputTokens: "fixed:256", OutputTokens: "fixed:128", DatasetTurns: workload.DatasetTurnsFirst, Calibrate: CalibrateAuto,
+		Seed: 1, Prompts: report.PromptsDistinct, GPUs: 1,
+		ExporterInterval: observe.DefaultPollInterval, ServerInfo: true, ServerInfoTimeout: report.DefaultTimeout,
+		TraceFormat: "auto", TraceSpeedup: 1, Turns: 1, ServerMetricsInterval: observe.DefaultInterval,
+		SharedPrefixTokens: "fixed:1000", SharedPrefixPick: workload.PickUniform,
+		ImageSize: "512x512", ImageFormat: workload.ImagePNG, ImageDistinct: 16,
+		MaxTokensField: client.MaxTokensAuto,
+	}
+}
+
+// Choices are the values a setting that takes one of a few may have (nil
+// for any other setting), the first its default where it has one.
+func Choices(setting option.Name) []string {
+	switch setting {
+	case "Endpoint":
+		return []string{client.EndpointChat, client.EndpointCompletions}
+	case "Timestamps":
+		return []string{"kernel", "read"}
+	case "Arrival":
+		return []string{runner.Constant, runner.Poisson, runner.Gamma}
+	case "Calibrate":
+		return []string{CalibrateAuto, CalibrateTokenize, CalibrateUsage, CalibrateOff}
+	case "DatasetTurns":
+		return []string{workload.DatasetTurnsFirst, workload.DatasetTurnsAll}
+	case "Prompts":
+		return []string{report.PromptsDistinct, report.PromptsReuse}
+	case "TraceFormat":
+		return append([]string{"auto"}, workload.TraceFormats...)
+	case "ImageFormat":
+		return []string{workload.ImagePNG, workload.ImageJPEG}
+	case "MaxTokensField":
+		return []string{client.MaxTokensAuto, client.FieldMaxTokens, client.FieldMaxCompletionTokens}
+	}
+	return nil
+}
+
+// checkChoices rejects a setting of Choices set to none of them (empty:
+// the library's own default).
+func (s Settings) checkChoices() error {
+	for _, c := range []struct {
+		name  option.Name
+		value string
+	}{
+		{"Endpoint", s.Endpoint}, {"Timestamps", s.Timestamps}, {"Arrival", s.Arrival}, {"Calibrate", s.Calibrate},
+		{"DatasetTurns", s.DatasetTurns}, {"Prompts", s.Prompts}, {"TraceFormat", s.TraceFormat},
+		{"ImageFormat", s.ImageFormat}, {"MaxTokensField", s.MaxTokensField},
+	} {
+		if choices := Choices(c.name); c.value != "" && !slices.Contains(choices, c.value) {
+			return option.Errorf("%s %q: want one of %s", c.name, c.value, strings.Join(choices, ", "))
+		}
+	}
+	return nil
+}
+
 // Options parses, reads and checks s into a campaign's Options (New
 // checks the rest). Every error names the setting at fault (package
 // option).
@@ -133,6 +196,9 @@ func (s Settings) Options() (Options, error) {
 		dataset *workload.Dataset
 		err     error
 	)
+	if err := s.checkChoices(); err != nil {
+		return o, err
+	}
 	if o.SLO, err = ParseSLO(s.SLO); err != nil {
 		return o, err
 	}

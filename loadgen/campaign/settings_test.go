@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,17 +13,14 @@ import (
 	"github.com/gpulens/gpulens/loadgen/client"
 	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/gpulens/gpulens/loadgen/workload"
 )
 
-// baseSettings are gpulens-loadgen's defaults with a target and a model.
+// baseSettings are the defaults with a target, a model and a number of
+// requests.
 func baseSettings() Settings {
-	return Settings{Target: "http://127.0.0.1:1/v1", Model: "m", Endpoint: "chat", Timeout: 300 * time.Second, Timestamps: "kernel",
-		Scenario: "default", Arrival: "poisson", Burstiness: 1, Requests: 4, GracePeriod: 30 * time.Second,
-		InputTokens: "fixed:256", OutputTokens: "fixed:128", DatasetTurns: workload.DatasetTurnsFirst, Calibrate: CalibrateAuto,
-		Seed: 1, Prompts: report.PromptsDistinct, GPUs: 1, ServerInfo: true, TraceFormat: "auto", TraceSpeedup: 1, Turns: 1,
-		SharedPrefixTokens: "fixed:1000", SharedPrefixPick: workload.PickUniform, ImageSize: "512x512", ImageFormat: workload.ImagePNG,
-		ImageDistinct: 16, MaxTokensField: client.MaxTokensAuto}
+	s := DefaultSettings()
+	s.Target, s.Model, s.Requests = "http://127.0.0.1:1/v1", "m", 4
+	return s
 }
 
 func writeFile(t *testing.T, name, content string) string {
@@ -126,6 +124,9 @@ func TestSettingsErrors(t *testing.T) {
 		want string // the error's text, options by their names
 		opt  option.Name
 	}{
+		{"endpoint", func(s *Settings) { s.Endpoint = "embeddings" }, `Endpoint "embeddings": want one of chat, completions`, "Endpoint"},
+		{"trace format", func(s *Settings) { s.TraceFormat = "csv" }, `TraceFormat "csv": want one of auto, mooncake, azure, burstgpt`, "TraceFormat"},
+		{"max tokens field", func(s *Settings) { s.MaxTokensField = "n" }, `MaxTokensField "n": want one of auto, max_tokens, max_completion_tokens`, "MaxTokensField"},
 		{"slo", func(s *Settings) { s.SLO = "ttft=fast" }, `SLO "ttft=fast": "ttft=fast" is not name=duration with a positive duration`, "SLO"},
 		{"slo name", func(s *Settings) { s.SLO = "p99=1s" }, `SLO "p99=1s": unknown SLO "p99" (want ttft, tpot or e2e)`, "SLO"},
 		{"shard", func(s *Settings) { s.Shard = "4/2" }, `Shard "4/2": want i/N with 0 ≤ i < N`, "Shard"},
@@ -296,5 +297,28 @@ func TestSearchSettings(t *testing.T) {
 		if _, err := s.Config(l); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("err %v, want %q…", err, tc.want)
 		}
+	}
+}
+
+// Every setting of Choices defaults to one of its choices, and every
+// choice is accepted.
+func TestChoices(t *testing.T) {
+	t.Parallel()
+	d := reflect.ValueOf(DefaultSettings())
+	for _, name := range []option.Name{"Endpoint", "Timestamps", "Arrival", "Calibrate", "DatasetTurns", "Prompts", "TraceFormat", "ImageFormat", "MaxTokensField"} {
+		choices := Choices(name)
+		if def := d.FieldByName(string(name)).String(); len(choices) < 2 || !slices.Contains(choices, def) {
+			t.Errorf("%s: default %q, choices %q", name, def, choices)
+		}
+		for _, c := range choices {
+			s := baseSettings()
+			reflect.ValueOf(&s).Elem().FieldByName(string(name)).SetString(c)
+			if err := s.checkChoices(); err != nil {
+				t.Errorf("%s %q: %v", name, c, err)
+			}
+		}
+	}
+	if Choices("Model") != nil {
+		t.Error("Model has choices")
 	}
 }
