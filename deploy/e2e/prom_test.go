@@ -107,12 +107,7 @@ type sample struct {
 // query runs an instant query now and returns its vector (a scalar result
 // is one sample without labels).
 func (c promClient) query(ctx context.Context, q string) ([]sample, error) {
-	return c.queryAt(ctx, q, time.Time{})
-}
-
-// queryAt runs an instant query at ts (zero: now), as query does.
-func (c promClient) queryAt(ctx context.Context, q string, ts time.Time) ([]sample, error) {
-	v, _, _, err := c.api.Query(ctx, q, ts)
+	v, _, _, err := c.api.Query(ctx, q, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("query %s: %w", q, err)
 	}

@@ -229,13 +229,17 @@ func compareClose(what, expr string, got, want map[string]float64) string {
 // instantAt runs an instant query at ts and returns its values by label set.
 func instantAt(ctx context.Context, t *testing.T, c promClient, expr string, ts time.Time) map[string]float64 {
 	t.Helper()
-	res, err := c.queryAt(ctx, expr, ts)
+	v, _, _, err := c.api.Query(ctx, expr, ts)
 	if err != nil {
-		t.Fatalf("%s: %v", c.base, err)
+		t.Fatalf("%s: %s: %v", c.base, expr, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		t.Fatalf("%s: %s: result type %q", c.base, expr, v.Type())
 	}
 	out := map[string]float64{}
-	for _, s := range res {
-		out[labelKey(s.Metric)] = s.Value
+	for _, s := range vec {
+		out[labelKey(labels(s.Metric))] = float64(s.Value)
 	}
 	return out
 }
