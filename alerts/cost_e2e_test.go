@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpulens/gpulens/internal/testenv"
 )
@@ -320,39 +323,27 @@ func (s promSample) String() string { return fmt.Sprintf("%v %v", s.metric, s.va
 
 // promQuery runs an instant query at ts against the Prometheus at addr.
 func promQuery(ctx context.Context, addr, expr string, ts time.Time) ([]promSample, error) {
-	resultType, result, err := apiQuery(ctx, addr, expr, ts)
+	c, err := api.NewClient(api.Config{Address: "http://" + addr})
 	if err != nil {
 		return nil, err
 	}
-	parse := func(v [2]any) (float64, error) {
-		s, _ := v[1].(string)
-		return strconv.ParseFloat(s, 64)
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, expr, ts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", expr, err)
 	}
-	switch resultType {
-	case "scalar":
-		var v [2]any
-		if err := json.Unmarshal(result, &v); err != nil {
-			return nil, err
-		}
-		f, err := parse(v)
-		return []promSample{{metric: map[string]string{}, value: f}}, err
-	case "vector":
-		var vec []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		}
-		if err := json.Unmarshal(result, &vec); err != nil {
-			return nil, err
-		}
-		out := make([]promSample, 0, len(vec))
-		for _, s := range vec {
-			f, err := parse(s.Value)
-			if err != nil {
-				return nil, err
+	switch v := v.(type) {
+	case *model.Scalar:
+		return []promSample{{metric: map[string]string{}, value: float64(v.Value)}}, nil
+	case model.Vector:
+		out := make([]promSample, 0, len(v))
+		for _, s := range v {
+			m := make(map[string]string, len(s.Metric))
+			for k, l := range s.Metric {
+				m[string(k)] = string(l)
 			}
-			out = append(out, promSample{metric: s.Metric, value: f})
+			out = append(out, promSample{metric: m, value: float64(s.Value)})
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%s: result type %q", expr, resultType)
+	return nil, fmt.Errorf("%s: result type %q", expr, v.Type())
 }

@@ -2,13 +2,8 @@ package alerts
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,10 +15,9 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpulens/gpulens/internal/promrules"
 	"github.com/gpulens/gpulens/internal/sim/gpusim"
 	"github.com/gpulens/gpulens/internal/testenv"
 )
@@ -217,210 +211,8 @@ var scenarioAlerts = map[string][]wantAlert{
 // k (see scenarioSpeed).
 func scaledRules(t *testing.T, dir string, k int) {
 	t.Helper()
-	for _, f := range ruleFiles {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := scaleRuleFile(src, k)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// scaleRuleFile divides every duration of a rule file by k.
-func scaleRuleFile(src []byte, k int) ([]byte, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, err
-	}
-	var errs []error
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key, val := n.Content[i].Value, n.Content[i+1]
-				switch key {
-				case "interval", "for", "keep_firing_for":
-					d, err := model.ParseDuration(val.Value)
-					if err == nil {
-						d, err = scaleDuration(d, k)
-					}
-					if err != nil {
-						errs = append(errs, fmt.Errorf("%s: %s: %w", key, val.Value, err))
-						continue
-					}
-					val.Value = d.String()
-				case "expr":
-					e, err := scaleExpr(val.Value, k)
-					if err != nil {
-						errs = append(errs, err)
-						continue
-					}
-					val.Value, val.Style = e, 0
-				}
-			}
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(&doc)
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return yaml.Marshal(&doc)
-}
-
-// scaleDuration divides d by k exactly (to the millisecond, Prometheus's
-// resolution).
-func scaleDuration(d model.Duration, k int) (model.Duration, error) {
-	unit := time.Duration(k) * time.Millisecond
-	if time.Duration(d)%unit != 0 {
-		return 0, fmt.Errorf("%s is not a whole number of milliseconds once divided by %d", d, k)
-	}
-	return model.Duration(time.Duration(d) / time.Duration(k)), nil
-}
-
-// scaleExpr divides the durations of a PromQL expression by k: ranges,
-// offsets, subquery steps, predict_linear's horizon and a number compared
-// with an expression of time() or timestamp(). Any other use of those two
-// functions is an error: the test would not know the unit of the result.
-func scaleExpr(expr string, k int) (string, error) {
-	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
-	if err != nil {
-		return "", err
-	}
-	var errs []error
-	sc := func(d time.Duration) time.Duration {
-		s, err := scaleDuration(model.Duration(d), k)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return time.Duration(s)
-	}
-	scaledNumbers := map[*parser.NumberLiteral]bool{}
-	scaleNumber := func(n parser.Expr, why string) {
-		for {
-			p, ok := n.(*parser.ParenExpr)
-			if !ok {
-				break
-			}
-			n = p.Expr
-		}
-		lit, ok := n.(*parser.NumberLiteral)
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s: %s is not a number", why, n))
-			return
-		}
-		if !scaledNumbers[lit] {
-			lit.Val /= float64(k)
-			scaledNumbers[lit] = true
-		}
-	}
-	timeCalls := map[*parser.Call]bool{}
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		switch x := n.(type) {
-		case *parser.MatrixSelector:
-			x.Range, x.RangeExpr = sc(x.Range), nil
-		case *parser.SubqueryExpr:
-			x.Range, x.RangeExpr = sc(x.Range), nil
-			x.Step, x.StepExpr = sc(x.Step), nil
-			x.OriginalOffset, x.OriginalOffsetExpr = sc(x.OriginalOffset), nil
-		case *parser.VectorSelector:
-			x.OriginalOffset, x.OriginalOffsetExpr = sc(x.OriginalOffset), nil
-		case *parser.Call:
-			switch x.Func.Name {
-			case "predict_linear":
-				scaleNumber(x.Args[1], "predict_linear's horizon")
-			case "time", "timestamp":
-				timeCalls[x] = true
-			}
-		}
-		return nil
-	})
-	// Then the numbers compared with time(), now that every call is known.
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		if x, ok := n.(*parser.BinaryExpr); ok && x.Op.IsComparisonOperator() {
-			if calls := callsIn(x.LHS, timeCalls); len(calls) > 0 {
-				scaleNumber(x.RHS, "compared with time()")
-				forget(timeCalls, calls)
-			} else if calls := callsIn(x.RHS, timeCalls); len(calls) > 0 {
-				scaleNumber(x.LHS, "compared with time()")
-				forget(timeCalls, calls)
-			}
-		}
-		return nil
-	})
-	if len(timeCalls) > 0 && !timeOnlyRecorded(e) {
-		errs = append(errs, fmt.Errorf("%s: time() or timestamp() outside a comparison with a number", expr))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return "", fmt.Errorf("%s: %w", expr, err)
-	}
-	return e.String(), nil
-}
-
-// timeOnlyRecorded accepts `time() - x` as a whole expression: a recording
-// rule of an age in seconds, which no alert of this test compares.
-func timeOnlyRecorded(e parser.Expr) bool {
-	b, ok := e.(*parser.BinaryExpr)
-	if !ok || b.Op != parser.SUB {
-		return false
-	}
-	c, ok := b.LHS.(*parser.Call)
-	return ok && c.Func.Name == "time"
-}
-
-func callsIn(e parser.Expr, calls map[*parser.Call]bool) []*parser.Call {
-	var out []*parser.Call
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		if c, ok := n.(*parser.Call); ok && calls[c] {
-			out = append(out, c)
-		}
-		return nil
-	})
-	return out
-}
-
-func forget(m map[*parser.Call]bool, calls []*parser.Call) {
-	for _, c := range calls {
-		delete(m, c)
-	}
-}
-
-func TestScaleRules(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`predict_linear(gpulens_gpu_memory_free_bytes[30m], 1800) <= 0`, `predict_linear(gpulens_gpu_memory_free_bytes[30s], 30) <= 0`},
-		{`time() - gpulens_sampler_last_success_timestamp_seconds > 60`, `time() - gpulens_sampler_last_success_timestamp_seconds > 1`},
-		{`x unless x offset 10m`, `x unless x offset 10s`},
-		{`max_over_time(rate(x[5m])[1h:1m])`, `max_over_time(rate(x[5s])[1m:1s])`},
-		{`time() - x`, `time() - x`},
-	}
-	for _, tc := range tests {
-		got, err := scaleExpr(tc.in, 60)
-		if err != nil || got != tc.want {
-			t.Errorf("scaleExpr(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{`timestamp(x) * 2`, `x[7s]`} {
-		if got, err := scaleExpr(bad, 60); err == nil {
-			t.Errorf("scaleExpr(%q) = %q; want an error", bad, got)
-		}
-	}
-	src := []byte("groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: A\n        expr: avg_over_time(x[10m]) > 0.5\n        for: 15m\n        keep_firing_for: 30m\n")
-	out, err := scaleRuleFile(src, 60)
-	if err != nil {
+	if err := promrules.CopyFiles(ruleFiles, dir, promrules.Scale(k)); err != nil {
 		t.Fatal(err)
-	}
-	for _, want := range []string{"interval: 1s", "avg_over_time(x[10s]) > 0.5", "for: 15s", "keep_firing_for: 30s"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("scaled file lacks %q:\n%s", want, out)
-		}
 	}
 }
 
@@ -491,37 +283,6 @@ type point struct {
 type rawSeries struct {
 	metric map[string]string
 	points []point
-}
-
-// apiQuery runs an instant query of expr at ts against the Prometheus at
-// addr and returns its result's type and JSON.
-func apiQuery(ctx context.Context, addr, expr string, ts time.Time) (string, json.RawMessage, error) {
-	u := "http://" + addr + "/api/v1/query?" + url.Values{"query": {expr}, "time": {strconv.FormatFloat(float64(ts.UnixMilli())/1000, 'f', 3, 64)}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return "", nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", nil, err
-	}
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string          `json:"resultType"`
-			Result     json.RawMessage `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
-		return "", nil, fmt.Errorf("%s: %s %v %s", expr, resp.Status, err, r.Error)
-	}
-	return r.Data.ResultType, r.Data.Result, nil
 }
 
 // episodesOf turns ALERTS series into episodes by scenario (the cluster

@@ -7,9 +7,17 @@ import "github.com/gpulens/gpulens/loadgen/option"
 // TestOptionFlagNamesComplete fails on an option a library names that its
 // command's map does not spell.
 
-// loadFlagNames are the options of run, sweep and merge.
+// loadFlagNames are the options of run, sweep and merge, and the
+// settings (campaign.Settings) their flags fill one for one.
 var loadFlagNames = map[option.Name]string{
 	"BaseURL":        "--target",
+	"Target":         "--target",
+	"Model":          "--model",
+	"APIKeyFile":     "--api-key-file",
+	"TLSCAFile":      "--tls.ca-file",
+	"SLO":            "--slo",
+	"InputTokens":    "--input-tokens",
+	"OutputTokens":   "--output-tokens",
 	"Endpoint":       "--endpoint",
 	"Timeout":        "--timeout",
 	"APIKey":         "the API key (--api-key-file or $OPENAI_API_KEY)",
@@ -44,12 +52,16 @@ var loadFlagNames = map[option.Name]string{
 	"MaxTokensField":     "--request.max-tokens-field",
 	"SystemPrompt":       "--request.system-prompt",
 	"SystemPromptTokens": "--request.system-prompt-tokens",
+	"SecretHeaders":      "--request.secret-header",
 	// Per-run GPU side (evalflags.go).
 	"ExporterURL":      "--exporter.url",
 	"ExporterInterval": "--exporter.poll-interval",
 	"ExporterGPUs":     "--exporter.gpus",
 	// Manifest (evalflags.go).
 	"ServerInfoTimeout": "--server-info.timeout",
+	"Labels":            "--label",
+	"SaveResponses":     "--save-responses",
+	"ResponsePrompts":   "--save-responses.prompts",
 	// Trace replay, multi-turn conversations, server metrics
 	// (workloadflags.go).
 	"Trace":                 "--trace",
@@ -64,10 +76,12 @@ var loadFlagNames = map[option.Name]string{
 	// Shared prefixes and images (promptflags.go).
 	"SharedPrefixGroups": "--shared-prefix.groups",
 	"SharedPrefixTokens": "--shared-prefix.tokens",
+	"SharedPrefixPick":   "--shared-prefix.pick",
 	"ImagesPerRequest":   "--image.count",
 	"ImageSize":          "--image.size",
 	"ImageFormat":        "--image.format",
 	"ImageDistinct":      "--image.distinct",
+	"ImageFiles":         "--image.file",
 }
 
 // simFlagNames are the options of sim (simserver.Config).

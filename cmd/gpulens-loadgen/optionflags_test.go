@@ -34,10 +34,10 @@ var optionMaps = []struct {
 	dirs    []string
 	skip    []string
 }{
-	{"loadFlagNames", loadFlagNames, []any{campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
+	{"loadFlagNames", loadFlagNames, []any{campaign.Settings{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen"}, []string{"loadgen/report/bill.go", "loadgen/campaign/search*.go"}},
 	// search renames its errors with loadFlagNames and searchFlagNames
 	// over it (search_cmd.go).
-	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.SearchConfig{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
+	{"searchFlagNames over loadFlagNames", searchNames(), []any{campaign.SearchSettings{}, campaign.SearchConfig{}, campaign.Settings{}, campaign.Plan{}, campaign.Options{}}, []string{"loadgen/campaign/search*.go"}, nil},
 	{"simFlagNames", simFlagNames, []any{simserver.Config{}}, []string{"internal/sim/simserver"}, nil},
 	{"gpuTieFlagNames", gpuTieFlagNames, []any{simserver.GPUTie{}}, []string{"internal/sim/simserver"}, nil},
 	{"costFlagNames", costFlagNames, []any{report.Terms{}}, []string{"loadgen/report/bill.go"}, nil},
@@ -47,11 +47,6 @@ var optionMaps = []struct {
 // struct, with the field they name.
 var optionAliases = map[string]string{
 	"PromptNonce": "Workload.Nonce (the report's metadata.prompt_nonce)",
-	// The image flags fill a workload.ImageSpec, from which the command
-	// builds Workload.Images before the options exist.
-	"ImageSize":     "workload.ImageSpec.Width and Height (--image.size)",
-	"ImageFormat":   "workload.ImageSpec.Format (--image.format)",
-	"ImageDistinct": "workload.ImageSpec.Distinct (--image.distinct)",
 }
 
 // TestOptionFlagNamesComplete: every option a library names in an error
@@ -215,4 +210,23 @@ func flagNames(app *kingpin.Application) map[string]bool {
 	}
 	walk(m.Commands)
 	return out
+}
+
+// TestFlagDefaultsAreTheLibrarys: run, sweep and search, given no flag
+// but the required ones, fill the campaign's settings with the library's
+// defaults (campaign.DefaultSettings), so a default is written once.
+func TestFlagDefaultsAreTheLibrarys(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"run", "sweep", "search"} {
+		app := kingpin.New("t", "")
+		f := addLoadFlags(app.Command(name, ""))
+		if _, err := app.Parse([]string{name, "--target", "http://127.0.0.1:1/v1", "--model", "m"}); err != nil {
+			t.Fatal(err)
+		}
+		want := campaign.DefaultSettings()
+		want.Target, want.Model = "http://127.0.0.1:1/v1", "m"
+		if !reflect.DeepEqual(f.set, want) {
+			t.Errorf("%s: the flags' defaults\n%+v\nare not the library's\n%+v", name, f.set, want)
+		}
+	}
 }

@@ -2,21 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/gpulens/gpulens/loadgen/campaign"
-	"github.com/gpulens/gpulens/loadgen/render"
 	"github.com/gpulens/gpulens/loadgen/report"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"golang.org/x/term"
 )
 
 // searchCommand is `gpulens-loadgen search`: the largest concurrency or
@@ -34,119 +25,43 @@ func searchCommand(app *kingpin.Application) command {
 	precision := cmd.Flag("search.precision", "Stop bisecting when (fail − pass) ≤ this × pass (closed loop: also when they are 1 user apart).").Default("0.05").Float64()
 	maxProbes := cmd.Flag("search.max-probes", "Most levels probed before the confirmation (growth and bisection together).").Default("12").Int()
 	return command{clause: cmd, status: f.exitStatus, run: func(ctx context.Context, logger *slog.Logger) error {
-		cfg := campaign.SearchConfig{Max: *maxLevel, Growth: *growth, Precision: *precision, MaxProbes: *maxProbes, Repeats: *repeats}
-		switch {
-		case *concurrency != 0 && *rate != 0:
-			return usageError{fmt.Errorf("set either --concurrency or --rate, not both")}
-		case *rate != 0:
-			cfg.Mode, cfg.Start = report.ModeOpen, *rate
-		case *concurrency != 0:
-			cfg.Mode, cfg.Start = report.ModeClosed, float64(*concurrency)
-		default:
-			return usageError{fmt.Errorf("set --concurrency N (closed loop, search over users from N) or --rate R (open loop, search over requests per second from R)")}
-		}
-		if f.workload.trace != "" {
-			return usageError{fmt.Errorf("--trace: a trace replays its own times; a search sets the rate itself")}
-		}
-		for _, s := range f.objectives {
-			o, err := campaign.ParseObjective("--slo", s)
-			if err != nil {
-				return usageError{err}
-			}
-			cfg.Objectives = append(cfg.Objectives, o)
-		}
 		names := searchNames()
-		if err := cfg.Validate(); err != nil {
+		cfg, err := campaign.SearchSettings{Concurrency: *concurrency, Rate: *rate, Max: *maxLevel, Growth: *growth, Precision: *precision,
+			MaxProbes: *maxProbes, Repeats: *repeats, Objectives: f.objectives}.Config(f.set)
+		if err != nil {
 			return usageError{flagged(names, err)}
 		}
-		return flagged(names, executeSearch(ctx, logger, f, cfg))
+		return flagged(names, executeJob(ctx, logger, f, func(opt campaign.Options) (job, string, error) {
+			late := &lateObserver{}
+			prober, err := campaign.NewSearchCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, late)
+			return searchJob{cfg, prober, late, logger}, cfg.Mode, err
+		}))
 	}}
 }
 
-// executeSearch runs the search with the options of the flags, serves the
-// live metrics of its runs and writes its report, as execute does for run
-// and sweep.
-func executeSearch(ctx context.Context, logger *slog.Logger, f *loadFlags, cfg campaign.SearchConfig) error {
-	f.status = exitOK
-	opt, err := f.options()
-	if err != nil {
-		return usageError{err}
-	}
-	opt.Logger = logger
-	var doc *report.Document
-	var prober *campaign.SearchCampaign
-	outputs := []outFile{
-		{"--output", f.output, func(w io.Writer) error {
-			b, err := doc.Marshal()
-			if err == nil {
-				_, err = w.Write(b)
-			}
-			return err
-		}},
-		{"--csv", f.csv, func(w io.Writer) error { return render.WriteCSV(w, doc) }},
-		{"--save-requests", f.saveRequests, func(w io.Writer) error { return report.WriteRecords(w, prober.Records) }},
-		{"--save-responses", f.eval.saveResponses, func(w io.Writer) error { return report.WriteResponses(w, prober.Responses) }},
-	}
-	if err := checkOutputs(outputs); err != nil {
-		return usageError{err}
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versioncollector.NewCollector("gpulens_loadgen"))
-	obs := &lateObserver{}
-	prober, err = campaign.NewSearchCampaign(cfg.Mode, opt, cfg.Start, cfg.Max, obs)
-	if err != nil {
-		return usageError{err}
-	}
-	meta := prober.Metadata()
-	m := New(reg, Labels{Target: meta.Target, Model: meta.Model, Scenario: meta.Scenario},
-		Info{RunID: meta.RunID, Version: meta.Version, Endpoint: meta.Endpoint, Mode: cfg.Mode}, opt.Prices, nil)
-	obs.observer = observer{m, newProgress(f.progress && term.IsTerminal(int(os.Stderr.Fd())))}
-	srvCtx, stopServer := context.WithCancel(ctx)
-	defer stopServer()
-	srvErr := serveMetrics(srvCtx, logger, f, reg)
+// searchJob is search's: every probe a campaign of prober's.
+type searchJob struct {
+	cfg    campaign.SearchConfig
+	prober *campaign.SearchCampaign
+	late   *lateObserver
+	logger *slog.Logger
+}
 
-	m.Start()
-	res, err := campaign.Search(ctx, cfg, prober)
+func (s searchJob) Metadata() report.Metadata { return s.prober.Metadata() }
+
+func (s searchJob) run(ctx context.Context, obs campaign.Observer) (outcome, error) {
+	s.late.Observer = obs
+	res, err := campaign.Search(ctx, s.cfg, s.prober)
 	if err != nil {
-		return err
+		return outcome{}, err
 	}
-	doc = prober.Document(res)
-	switch {
-	case doc.Metadata.Interrupted:
-		f.status = exitInterrupted
-	case prober.Completed == 0 && prober.Failed > 0:
-		f.status = exitAllFailed
-		logger.Error("every measured request failed", "failed", prober.Failed)
-	}
-	logger.Info("search finished", "verdict", campaign.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
+	s.logger.Info("search finished", "verdict", campaign.Verdict(res.Search), "pass", res.Search.Pass, "fail", res.Search.Fail,
 		"confirmed", res.Search.Confirmed, "probes", len(res.Search.Probes))
-	var errs []error
-	for _, o := range outputs {
-		if o.path != "" {
-			if err := writeOutput(o); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	render.WriteTable(os.Stdout, doc)
-	campaign.WriteText(os.Stdout, res.Search)
-	serving := true
-	select {
-	case err := <-srvErr:
-		serving = false
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, err)
-		}
-	default:
-	}
-	if f.linger > 0 && serving && ctx.Err() == nil {
-		if err := linger(ctx, logger, f, srvErr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	p := s.prober
+	return outcome{doc: p.Document(res), records: p.Records, responses: p.Responses, completed: p.Completed, failed: p.Failed,
+		text: func(w io.Writer) { campaign.WriteText(w, res.Search) }}, nil
 }
 
 // lateObserver passes a campaign's events to an observer set once the
 // search's metadata (which labels the metrics) is known.
-type lateObserver struct{ observer }
+type lateObserver struct{ campaign.Observer }

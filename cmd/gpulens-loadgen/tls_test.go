@@ -19,6 +19,9 @@ import (
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
+// TestTLSFlags: the --tls.* flags reach the campaign's settings, and
+// their errors name the flags (the rules: loadgen/campaign's
+// TestSettingsTLS).
 func TestTLSFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -28,18 +31,23 @@ func TestTLSFlags(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		f        loadFlags
+		args     []string
 		wantErr  string
 		wantNil  bool
 		insecure bool
 	}{
 		{name: "none", wantNil: true},
-		{name: "missing CA file", f: loadFlags{tlsCAFile: filepath.Join(dir, "nope.pem")}, wantErr: "--tls.ca-file"},
-		{name: "CA file without PEM", f: loadFlags{tlsCAFile: notPEM}, wantErr: "--tls.ca-file " + notPEM + ": no PEM certificates"},
-		{name: "insecure", f: loadFlags{tlsInsecure: true}, insecure: true},
+		{name: "missing CA file", args: []string{"--tls.ca-file", filepath.Join(dir, "nope.pem")}, wantErr: "--tls.ca-file: open " + filepath.Join(dir, "nope.pem")},
+		{name: "CA file without PEM", args: []string{"--tls.ca-file", notPEM}, wantErr: "--tls.ca-file " + notPEM + ": no PEM certificates"},
+		{name: "insecure", args: []string{"--tls.insecure-skip-verify"}, insecure: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := tc.f.tlsConfig()
+			app := kingpin.New("t", "")
+			f := addLoadFlags(app.Command("run", ""))
+			if _, err := app.Parse(append([]string{"run", "--target", "http://127.0.0.1:1/v1", "--model", "m"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			o, err := f.options()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -49,6 +57,7 @@ func TestTLSFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfg := o.Client.TLS
 			if (cfg == nil) != tc.wantNil {
 				t.Fatalf("config %+v, want nil: %v", cfg, tc.wantNil)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -139,7 +138,7 @@ func TestStack(t *testing.T) {
 	}
 	prom := testenv.Run(t, promBin, "--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address=127.0.0.1:0")
-	api := promClient{base: "http://" + prom.MustAddress(runCtx, t), http: &http.Client{Timeout: 10 * time.Second}}
+	api := newPromClient(t, prom.MustAddress(runCtx, t))
 	t.Logf("exporter %s, simulator %s, load generator %s, %s; started in %s",
 		exporterAddr, simAddr, loadgenAddr, api.base, time.Since(began).Round(time.Millisecond))
 

@@ -2,17 +2,17 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
-	"strconv"
 	"testing"
+	"time"
+
+	"github.com/gpulens/gpulens/internal/promrules"
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -66,97 +66,37 @@ func testConfig(shipped []byte, rulesDir string, targets map[string]string) ([]b
 	return yaml.Marshal(cfg)
 }
 
-// shortenFor rewrites every `for:` of a rule file to d and returns the new
-// file and the names of the alerts it changed. Everything else, the
-// expressions first of all, stays as shipped (checked by the caller).
-func shortenFor(src []byte, d string) ([]byte, []string, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, nil, err
-	}
-	var changed []string
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.MappingNode {
-			alert := ""
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == "alert" {
-					alert = n.Content[i+1].Value
-				}
-			}
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == "for" && alert != "" {
-					n.Content[i+1].Value = d
-					changed = append(changed, alert)
-				}
-			}
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(&doc)
-	out, err := yaml.Marshal(&doc)
-	return out, changed, err
-}
-
-// withoutFor decodes a rule file with every `for:` removed, to compare two
-// files up to their `for:` durations.
-func withoutFor(src []byte) (any, error) {
-	var v any
-	if err := yaml.Unmarshal(src, &v); err != nil {
-		return nil, err
-	}
-	var strip func(v any)
-	strip = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			delete(x, "for")
-			for _, c := range x {
-				strip(c)
-			}
-		case []any:
-			for _, c := range x {
-				strip(c)
-			}
-		}
-	}
-	strip(v)
-	return v, nil
-}
-
-// copyRules writes the shipped rule files into dir with `for:` set to d,
-// after checking that nothing else changed.
+// copyRules writes the shipped rule files into dir with every alert's
+// `for:` set to d (promrules.SetFor: nothing else changes) and returns
+// the alerts it changed.
 func copyRules(t *testing.T, files []string, dir, d string) []string {
 	t.Helper()
-	var all []string
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, changed, err := shortenFor(src, d)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		a, errA := withoutFor(src)
-		b, errB := withoutFor(out)
-		if errA != nil || errB != nil || !reflect.DeepEqual(a, b) {
-			t.Fatalf("%s: the copy differs from the shipped file in more than for: (%v, %v)", f, errA, errB)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, changed...)
+	dur, err := model.ParseDuration(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Strings(all)
-	return all
+	var changed []string
+	if err := promrules.CopyFiles(files, dir, promrules.SetFor(dur, &changed)); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(changed)
+	return changed
 }
 
-// promClient queries a Prometheus server's HTTP API.
+// promClient queries a Prometheus (or Thanos Query) server's HTTP API
+// with client_golang's client.
 type promClient struct {
-	base string
-	http *http.Client
+	base string // http://host:port
+	api  promv1.API
+}
+
+func newPromClient(t *testing.T, addr string) promClient {
+	t.Helper()
+	c, err := api.NewClient(api.Config{Address: "http://" + addr, Client: &http.Client{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promClient{base: "http://" + addr, api: promv1.NewAPI(c)}
 }
 
 type sample struct {
@@ -164,93 +104,48 @@ type sample struct {
 	Value  float64
 }
 
-type apiResponse struct {
-	Status string          `json:"status"`
-	Error  string          `json:"error"`
-	Data   json.RawMessage `json:"data"`
-}
-
-func (c promClient) get(ctx context.Context, path string, params url.Values, data any) error {
-	u := c.base + path
-	if params != nil {
-		u += "?" + params.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", u, err)
-	}
-	var r apiResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("GET %s: %s: %w", u, resp.Status, err)
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, r.Error)
-	}
-	return json.Unmarshal(r.Data, data)
-}
-
-// query runs an instant query and returns its vector (a scalar result is
-// one sample without labels).
+// query runs an instant query now and returns its vector (a scalar result
+// is one sample without labels).
 func (c promClient) query(ctx context.Context, q string) ([]sample, error) {
-	var data struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
+	v, _, _, err := c.api.Query(ctx, q, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", q, err)
 	}
-	if err := c.get(ctx, "/api/v1/query", url.Values{"query": {q}}, &data); err != nil {
-		return nil, err
-	}
-	parse := func(v [2]any) (float64, error) {
-		s, _ := v[1].(string)
-		return strconv.ParseFloat(s, 64)
-	}
-	switch data.ResultType {
-	case "vector":
-		var res []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		}
-		if err := json.Unmarshal(data.Result, &res); err != nil {
-			return nil, err
-		}
-		out := make([]sample, 0, len(res))
-		for _, r := range res {
-			v, err := parse(r.Value)
-			if err != nil {
-				return nil, fmt.Errorf("query %s: value %v: %w", q, r.Value, err)
-			}
-			out = append(out, sample{Metric: r.Metric, Value: v})
+	switch v := v.(type) {
+	case model.Vector:
+		out := make([]sample, 0, len(v))
+		for _, s := range v {
+			out = append(out, sample{Metric: labels(s.Metric), Value: float64(s.Value)})
 		}
 		return out, nil
-	case "scalar":
-		var r [2]any
-		if err := json.Unmarshal(data.Result, &r); err != nil {
-			return nil, err
-		}
-		v, err := parse(r)
-		return []sample{{Value: v}}, err
+	case *model.Scalar:
+		return []sample{{Value: float64(v.Value)}}, nil
 	default:
-		return nil, fmt.Errorf("query %s: unexpected result type %q", q, data.ResultType)
+		return nil, fmt.Errorf("query %s: unexpected result type %q", q, v.Type())
 	}
+}
+
+func labels[M ~map[model.LabelName]model.LabelValue](m M) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[string(k)] = string(v)
+	}
+	return out
 }
 
 type alert struct {
-	Labels map[string]string `json:"labels"`
-	State  string            `json:"state"`
+	Labels map[string]string
+	State  string
 }
 
 func (c promClient) alerts(ctx context.Context) ([]alert, error) {
-	var data struct {
-		Alerts []alert `json:"alerts"`
+	r, err := c.api.Alerts(ctx)
+	if err != nil {
+		return nil, err
 	}
-	err := c.get(ctx, "/api/v1/alerts", nil, &data)
-	return data.Alerts, err
+	out := make([]alert, 0, len(r.Alerts))
+	for _, a := range r.Alerts {
+		out = append(out, alert{Labels: labels(a.Labels), State: string(a.State)})
+	}
+	return out, nil
 }

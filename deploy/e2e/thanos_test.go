@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpulens/gpulens/internal/promrules"
+	"github.com/prometheus/common/model"
 
 	"go.yaml.in/yaml/v3"
 
@@ -68,11 +69,12 @@ func TestThanosGlobalView(t *testing.T) {
 	// Groups of their own interval (the cost rules: 1m) evaluate every
 	// second too, as the test's global interval: their first evaluation
 	// would otherwise come up to a minute after the start.
+	var copies []string
 	for _, f := range ruleFiles {
-		p := filepath.Join(rulesDir, filepath.Base(f))
-		if err := everyGroupInterval(p, "1s"); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
+		copies = append(copies, filepath.Join(rulesDir, filepath.Base(f)))
+	}
+	if err := promrules.CopyFiles(copies, rulesDir, promrules.SetIntervals(model.Duration(time.Second))); err != nil {
+		t.Fatal(err)
 	}
 
 	clusters := []*thanosCluster{
@@ -103,7 +105,7 @@ func TestThanosGlobalView(t *testing.T) {
 		prom := testenv.Run(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+tsdb,
 			"--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h",
 			"--web.listen-address=127.0.0.1:0")
-		c.api = promClient{base: "http://" + prom.MustAddress(ctx, t), http: &http.Client{Timeout: 10 * time.Second}}
+		c.api = newPromClient(t, prom.MustAddress(ctx, t))
 		grpc, httpAddr := freeLoopback(t), freeLoopback(t)
 		testenv.Run(t, thanosBin, "sidecar", "--tsdb.path="+tsdb, "--prometheus.url="+c.api.base,
 			"--grpc-address="+grpc, "--http-address="+httpAddr)
@@ -115,7 +117,7 @@ func TestThanosGlobalView(t *testing.T) {
 		args = append(args, "--endpoint="+e)
 	}
 	testenv.Run(t, thanosBin, args...)
-	global := promClient{base: "http://" + queryAddr, http: &http.Client{Timeout: 10 * time.Second}}
+	global := newPromClient(t, queryAddr)
 
 	// Every record the queries read exists in both clusters, and Thanos
 	// Query sees both.
@@ -227,28 +229,17 @@ func compareClose(what, expr string, got, want map[string]float64) string {
 // instantAt runs an instant query at ts and returns its values by label set.
 func instantAt(ctx context.Context, t *testing.T, c promClient, expr string, ts time.Time) map[string]float64 {
 	t.Helper()
-	var data struct {
-		ResultType string `json:"resultType"`
-		Result     []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		} `json:"result"`
+	v, _, _, err := c.api.Query(ctx, expr, ts)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", c.base, expr, err)
 	}
-	params := url.Values{"query": {expr}, "time": {strconv.FormatFloat(float64(ts.UnixMilli())/1000, 'f', 3, 64)}}
-	if err := c.get(ctx, "/api/v1/query", params, &data); err != nil {
-		t.Fatalf("%s: %v", c.base, err)
-	}
-	if data.ResultType != "vector" {
-		t.Fatalf("%s: %s: result type %q", c.base, expr, data.ResultType)
+	vec, ok := v.(model.Vector)
+	if !ok {
+		t.Fatalf("%s: %s: result type %q", c.base, expr, v.Type())
 	}
 	out := map[string]float64{}
-	for _, r := range data.Result {
-		s, _ := r.Value[1].(string)
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			t.Fatalf("%s: %s: value %v", c.base, expr, r.Value)
-		}
-		out[labelKey(r.Metric)] = v
+	for _, s := range vec {
+		out[labelKey(labels(s.Metric))] = float64(s.Value)
 	}
 	return out
 }
@@ -321,44 +312,6 @@ func externalCluster(t *testing.T, cfg []byte) string {
 		}
 	}
 	return c.Global.ExternalLabels["cluster"]
-}
-
-// everyGroupInterval sets the interval of every group of a rule file that
-// has one to d.
-func everyGroupInterval(path, d string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var f map[string]any
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	groups, _ := f["groups"].([]any)
-	for _, g := range groups {
-		if m, ok := g.(map[string]any); ok {
-			if _, has := m["interval"]; has {
-				m["interval"] = d
-			}
-		}
-	}
-	out, err := yaml.Marshal(f)
-	if err != nil {
-		return err
-	}
-	var before, after map[string]any
-	_ = yaml.Unmarshal(b, &before)
-	_ = yaml.Unmarshal(out, &after)
-	for _, m := range []map[string]any{before, after} {
-		gs, _ := m["groups"].([]any)
-		for _, g := range gs {
-			delete(g.(map[string]any), "interval")
-		}
-	}
-	if !reflect.DeepEqual(before, after) {
-		return fmt.Errorf("rewriting the intervals changed more than them")
-	}
-	return os.WriteFile(path, out, 0o644)
 }
 
 // freeLoopback returns a loopback address whose port is free now (Thanos

@@ -274,7 +274,10 @@ func runSize(ctx context.Context, o options, size int, templates, ruleFiles []st
 		return r, err
 	}
 	defer procs.stop(p)
-	prom := newPromClient("http://" + addr)
+	prom, err := newPromClient("http://" + addr)
+	if err != nil {
+		return r, err
+	}
 	if err := waitHTTP(ctx, prom.base+"/-/ready", 2*time.Minute); err != nil {
 		return r, fmt.Errorf("prometheus: %w (log: %s)", err, log.Name())
 	}

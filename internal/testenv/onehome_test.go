@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ type oneHome struct {
 	find       func(f *ast.File) []ast.Node
 	// allowed are files outside home that may write it, with why.
 	allowed map[string]string
+	// tests: test files are scanned too (a rule that lives in tests: their
+	// tools, such as a query client or a rule-file rewriter).
+	tests bool
 }
 
 // oneHomes lists the rules that had a second spelling in the product
@@ -26,13 +30,25 @@ type oneHome struct {
 // by its shape. Test files are not scanned: they may spell a rule out to
 // check the home against it.
 var oneHomes = []oneHome{
-	{"NVML return codes: names, labels, what a reader does with each", "internal/nvmlret", nvmlReturnSpellings, nil},
+	{"NVML return codes: names, labels, what a reader does with each", "internal/nvmlret", nvmlReturnSpellings, nil, false},
 	{"reading the text exposition format and a sample's value", "internal/promtext", expositionReading, map[string]string{
 		"alerts/promcheck/promcheck.go": "the lint of metric names: legacy name validation on purpose, with a protobuf fallback; it reads names, never values",
-	}},
-	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil},
-	{"a number written for people (digits, trailing zeros)", "internal/humanfmt", trailingZeroTrim, nil},
+	}, false},
+	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil, false},
+	{"a number written for people (digits, trailing zeros)", "internal/humanfmt", trailingZeroTrim, nil, false},
+	// Tests and tools: one Prometheus API client (client_golang's) and one
+	// rule-file rewriter.
+	{"a query of Prometheus's HTTP API", clientGolangV1, prometheusAPIPaths, thisGuard, true},
+	{"a Prometheus rule file rewritten", "internal/promrules", ruleFileRewriting, nil, true},
 }
+
+// thisGuard is the file of this test, whose finders and fixtures spell
+// what they look for.
+var thisGuard = map[string]string{"internal/testenv/onehome_test.go": "this guard: its finders and its test's fixtures"}
+
+// clientGolangV1 is the home of Prometheus's HTTP API client: client_golang's
+// (outside the module, so no file here is in it).
+const clientGolangV1 = "github.com/prometheus/client_golang/api/prometheus/v1"
 
 // TestEachRuleHasOneHome scans the module's Go files (tests left out) for
 // a rule of oneHomes written outside its home.
@@ -60,10 +76,11 @@ func TestEachRuleHasOneHome(t *testing.T) {
 // folders and nested modules skipped, as the go command does).
 func scanHomes(root string, homes []oneHome) ([]string, error) {
 	var found []string
-	err := parseGoFiles(root, func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") },
+	anyTests := slices.ContainsFunc(homes, func(h oneHome) bool { return h.tests })
+	err := parseGoFiles(root, func(rel string) bool { return anyTests || !strings.HasSuffix(rel, "_test.go") },
 		func(fset *token.FileSet, rel string, f *ast.File) {
 			for _, h := range homes {
-				if rel == h.home || strings.HasPrefix(rel, h.home+"/") || h.allowed[rel] != "" {
+				if rel == h.home || strings.HasPrefix(rel, h.home+"/") || h.allowed[rel] != "" || (!h.tests && strings.HasSuffix(rel, "_test.go")) {
 					continue
 				}
 				for _, n := range h.find(f) {
@@ -166,6 +183,81 @@ func trailingZeroTrim(f *ast.File) []ast.Node {
 	return out
 }
 
+// prometheusAPIPaths finds a hand-written client of Prometheus's HTTP API:
+// a path of it ("/api/v1/query", "/api/v1/rules", …) in a string, but for
+// a fake server's (a case of a switch, a Handle or HandleFunc pattern).
+func prometheusAPIPaths(f *ast.File) []ast.Node {
+	served := map[ast.Node]bool{}
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CaseClause:
+			for _, e := range n.List {
+				served[e] = true
+			}
+		case *ast.CallExpr:
+			if s, ok := n.Fun.(*ast.SelectorExpr); ok && (s.Sel.Name == "Handle" || s.Sel.Name == "HandleFunc") && len(n.Args) > 0 {
+				served[n.Args[0]] = true
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING && !served[n] && strings.Contains(n.Value, "/api/v1/") {
+				out = append(out, n)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// yamlPackages are the YAML libraries a rule file is read with.
+var yamlPackages = []string{"go.yaml.in/yaml/v3", "go.yaml.in/yaml/v2", "gopkg.in/yaml.v3", "gopkg.in/yaml.v2", "sigs.k8s.io/yaml"}
+
+// ruleFileRewriting finds a rule file's fields handled by hand, in a file
+// that reads YAML: the key of an alert's for: or keep_firing_for: in a
+// string, or a group's interval looked up, compared or switched on.
+func ruleFileRewriting(f *ast.File) []ast.Node {
+	if !slices.ContainsFunc(yamlPackages, func(p string) bool { return importPath(f, p) }) {
+		return nil
+	}
+	isKey := func(e ast.Expr, keys ...string) bool {
+		l, ok := ast.Unparen(e).(*ast.BasicLit)
+		return ok && l.Kind == token.STRING && slices.Contains(keys, l.Value)
+	}
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BasicLit:
+			if isKey(n, `"for"`, `"keep_firing_for"`) {
+				out = append(out, n)
+			}
+		case *ast.IndexExpr:
+			if isKey(n.Index, `"interval"`) {
+				out = append(out, n)
+			}
+		case *ast.BinaryExpr:
+			if (n.Op == token.EQL || n.Op == token.NEQ) && (isKey(n.X, `"interval"`) || isKey(n.Y, `"interval"`)) {
+				out = append(out, n)
+			}
+		case *ast.CaseClause:
+			for _, e := range n.List {
+				if isKey(e, `"interval"`) {
+					out = append(out, e)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// importPath reports whether f imports path (under any name).
+func importPath(f *ast.File, path string) bool {
+	return slices.ContainsFunc(f.Imports, func(imp *ast.ImportSpec) bool {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		return p == path
+	})
+}
+
 // Each finder catches the spelling its home replaced, in a file outside
 // the home, and not in the home or in a test file.
 func TestScanHomes(t *testing.T) {
@@ -197,11 +289,41 @@ import str "strings"
 func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
 `,
 		"alerts/promcheck/promcheck.go": `package promcheck; var x = p.TextToMetricFamilies(nil)`,
-		"a/a_test.go":                   `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
-		"internal/nvmlret/n.go":         `package nvmlret; const y = "ERROR_UNKNOWN"`,
-		"tools/go.mod":                  "module tools\n",
-		"tools/t.go":                    `package t; const y = "ERROR_UNKNOWN"`,
-		"b/testdata/x.go":               `package x; const y = "ERROR_UNKNOWN"`,
+		"d/client_test.go": `package d
+
+func query(base string) string { return base + "/api/v1/query?query=up" }
+
+func serve(mux *http.ServeMux, path string) {
+	mux.HandleFunc("/api/v1/rules", nil)
+	switch path {
+	case "/api/v1/query":
+	}
+}
+`,
+		"e/rules_test.go": `package e
+
+import "go.yaml.in/yaml/v3"
+
+func shorten(m map[string]any, key string) {
+	if key == "for" || key == "keep_firing_for" {
+		m["interval"] = "1s"
+	}
+	switch key {
+	case "interval":
+	}
+	_ = yaml.Marshal
+}
+`,
+		"e/other.go": `package e
+
+func log(m map[string]any) { m["interval"] = "1s"; _ = "for" }
+`,
+		"internal/promrules/p.go": "package promrules\n\nimport \"go.yaml.in/yaml/v3\"\n\nvar k = \"for\"\n",
+		"a/a_test.go":             `package a; var x = map[nvml.Return]string{}; const y = "ERROR_UNKNOWN"`,
+		"internal/nvmlret/n.go":   `package nvmlret; const y = "ERROR_UNKNOWN"`,
+		"tools/go.mod":            "module tools\n",
+		"tools/t.go":              `package t; const y = "ERROR_UNKNOWN"`,
+		"b/testdata/x.go":         `package x; const y = "ERROR_UNKNOWN"`,
 	}
 	writeTree(t, root, files)
 	found, err := scanHomes(root, oneHomes)
@@ -212,6 +334,8 @@ func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
 	const tx = "reading the text exposition format and a sample's value written outside internal/promtext"
 	const cv = "CUDA's version encoding (1000 × major + 10 × minor) and its text written outside internal/cudaver"
 	const hf = "a number written for people (digits, trailing zeros) written outside internal/humanfmt"
+	const pq = "a query of Prometheus's HTTP API written outside " + clientGolangV1
+	const rr = "a Prometheus rule file rewritten written outside internal/promrules"
 	want := []string{
 		"a/a.go:5: " + nv,
 		"a/a.go:7: " + nv,
@@ -221,6 +345,11 @@ func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
 		"a/a.go:16: " + cv,
 		"a/a.go:16: " + cv,
 		"c/c.go:5: " + hf,
+		"d/client_test.go:3: " + pq,
+		"e/rules_test.go:6: " + rr,
+		"e/rules_test.go:6: " + rr,
+		"e/rules_test.go:7: " + rr,
+		"e/rules_test.go:10: " + rr,
 	}
 	if !slices.Equal(found, want) {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))

@@ -11,8 +11,11 @@
 // gets its own GPU side (peak VRAM, power, energy, tokens per joule); the
 // answers' text can be kept for scoring (responses.go).
 //
-// gpulens-loadgen's run and sweep map their flags to a Plan and Options,
-// serve the live metrics an Observer records, and write what Run returns.
+// Settings (settings.go) are the options as a person gives them (text to
+// parse, files to read); Settings.Options turns them into Options, and
+// RunPlan and SweepPlan make a Plan from the levels. gpulens-loadgen's
+// run, sweep and search fill Settings from their flags, serve the live
+// metrics an Observer records, and write what Run returns.
 //
 // Merge (merge.go) combines the reports of workers that each ran one shard
 // (i of N) of the same seeded schedule into one report, recomputing

@@ -40,3 +40,28 @@ func Example() {
 	}
 	_ = res.Document.Write("sweep.json") // the JSON report
 }
+
+// The same sweep from settings as a person gives them (what the command
+// line fills): Settings.Options parses, reads and checks them, SweepPlan
+// makes the plan; an error names the setting ("InputTokens \"zipf:3\":
+// unknown distribution ...").
+func ExampleSettings() {
+	s := campaign.DefaultSettings()
+	s.Target, s.Model, s.Duration, s.Timeout = "http://127.0.0.1:8000/v1", "my-model", time.Minute, time.Minute
+	s.GPUHourlyUSD = 2.5
+	opt, err := s.Options()
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan, err := campaign.SweepPlan("1,2,4", "", 3, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := campaign.New(plan, opt)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(plan.Mode, plan.Levels, opt.Workload.Input, opt.Run.GracePeriod)
+	_ = c // c.Run(ctx, nil) runs it, as in the package example
+	// Output: closed [1 2 4] fixed:256 30s
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpulens/gpulens/loadgen/option"
 	"github.com/gpulens/gpulens/loadgen/report"
 )
 
@@ -20,11 +21,11 @@ var (
 // latency (ttft, itl, tpot, e2e; p50, p90, p95, p99, mean, max; a Go
 // duration such as 500ms or 1.5s), goodput>=RATIO (the share of requests
 // that were good, 0–1 or a percentage such as 95%) or errors<=RATIO (the
-// share that failed). flag names the flag in the error.
-func ParseObjective(flag, s string) (report.SearchObjective, error) {
+// share that failed). flag names the option in the error (package option).
+func ParseObjective(flag option.Name, s string) (report.SearchObjective, error) {
 	o := report.SearchObjective{Text: strings.TrimSpace(s)}
 	bad := func(format string, args ...any) (report.SearchObjective, error) {
-		return o, fmt.Errorf("%s %q: %s", flag, s, fmt.Sprintf(format, args...))
+		return o, option.Errorf("%s %q: %s", flag, s, fmt.Sprintf(format, args...))
 	}
 	text := strings.ReplaceAll(o.Text, " ", "")
 	var lhs, rhs string

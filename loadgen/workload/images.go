@@ -111,7 +111,7 @@ const (
 )
 
 // ParseImageSize parses "WxH" (e.g. "512x512"). name names the option.
-func ParseImageSize(name, s string) (w, h int, err error) {
+func ParseImageSize(name option.Name, s string) (w, h int, err error) {
 	a, b, ok := strings.Cut(strings.ToLower(s), "x")
 	if ok {
 		_, err1 := fmt.Sscanf(a, "%d", &w)
@@ -119,7 +119,7 @@ func ParseImageSize(name, s string) (w, h int, err error) {
 		ok = err1 == nil && err2 == nil && fmt.Sprintf("%dx%d", w, h) == strings.ToLower(s)
 	}
 	if !ok || w < 1 || h < 1 || w > maxImageSide || h > maxImageSide {
-		return 0, 0, fmt.Errorf("%s %q: want WIDTHxHEIGHT in pixels, each 1 to %d (e.g. 512x512)", name, s, maxImageSide)
+		return 0, 0, option.Errorf("%s %q: want WIDTHxHEIGHT in pixels, each 1 to %d (e.g. 512x512)", name, s, maxImageSide)
 	}
 	return w, h, nil
 }

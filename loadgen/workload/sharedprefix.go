@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -47,27 +46,27 @@ func (p Pick) String() string { return p.spec }
 
 // ParsePick parses "uniform", "round-robin" or "zipf:S" (S > 1; "zipf"
 // alone is zipf:1.1). name names the option in errors.
-func ParsePick(name, spec string) (Pick, error) {
+func ParsePick(name option.Name, spec string) (Pick, error) {
 	kind, arg, hasArg := strings.Cut(spec, ":")
 	p := Pick{Kind: kind, spec: spec}
 	switch kind {
 	case PickUniform, PickRoundRobin:
 		if hasArg {
-			return p, fmt.Errorf("%s %q: %s takes no parameter", name, spec, kind)
+			return p, option.Errorf("%s %q: %s takes no parameter", name, spec, kind)
 		}
 	case PickZipf:
 		p.S = 1.1
 		if hasArg {
 			s, err := strconv.ParseFloat(arg, 64)
 			if err != nil || !(s > 1) || math.IsInf(s, 0) {
-				return p, fmt.Errorf("%s %q: Zipf's exponent must be a number above 1, got %q", name, spec, arg)
+				return p, option.Errorf("%s %q: Zipf's exponent must be a number above 1, got %q", name, spec, arg)
 			}
 			p.S = s
 		} else {
 			p.spec = "zipf:1.1"
 		}
 	default:
-		return p, fmt.Errorf("%s %q: want uniform, zipf:S or round-robin", name, spec)
+		return p, option.Errorf("%s %q: want uniform, zipf:S or round-robin", name, spec)
 	}
 	return p, nil
 }

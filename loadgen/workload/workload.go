@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/gpulens/gpulens/loadgen/client"
+	"github.com/gpulens/gpulens/loadgen/option"
 )
 
 // Length is a token-length distribution.
@@ -39,8 +40,8 @@ func (l Length) String() string { return l.spec }
 
 // ParseLength parses "fixed:N", "uniform:LO,HI", "normal:MEAN,STDDEV",
 // "lognormal:MEDIAN,SIGMA", each optionally followed by ",min=N" and
-// ",max=N". name names the option in error messages.
-func ParseLength(name, spec string) (Length, error) {
+// ",max=N". name names the option in errors (package option).
+func ParseLength(name option.Name, spec string) (Length, error) {
 	l := Length{spec: spec, Min: 1, Max: math.MaxInt32}
 	kind, rest, _ := strings.Cut(spec, ":")
 	l.Kind = kind
@@ -53,7 +54,7 @@ func ParseLength(name, spec string) (Length, error) {
 		if k, v, ok := strings.Cut(part, "="); ok {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return l, fmt.Errorf("%s %q: %s=%q is not a non-negative integer", name, spec, k, v)
+				return l, option.Errorf("%s %q: %s=%q is not a non-negative integer", name, spec, k, v)
 			}
 			switch k {
 			case "min":
@@ -61,33 +62,33 @@ func ParseLength(name, spec string) (Length, error) {
 			case "max":
 				l.Max = n
 			default:
-				return l, fmt.Errorf("%s %q: unknown option %q (want min= or max=)", name, spec, k)
+				return l, option.Errorf("%s %q: unknown option %q (want min= or max=)", name, spec, k)
 			}
 			continue
 		}
 		f, err := strconv.ParseFloat(part, 64)
 		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return l, fmt.Errorf("%s %q: %q is not a non-negative number", name, spec, part)
+			return l, option.Errorf("%s %q: %q is not a non-negative number", name, spec, part)
 		}
 		nums = append(nums, f)
 	}
 	want := map[string]int{"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
 	n, ok := want[kind]
 	if !ok {
-		return l, fmt.Errorf("%s %q: unknown distribution %q (want fixed, uniform, normal or lognormal)", name, spec, kind)
+		return l, option.Errorf("%s %q: unknown distribution %q (want fixed, uniform, normal or lognormal)", name, spec, kind)
 	}
 	if len(nums) != n {
-		return l, fmt.Errorf("%s %q: %s takes %d number(s), got %d", name, spec, kind, n, len(nums))
+		return l, option.Errorf("%s %q: %s takes %d number(s), got %d", name, spec, kind, n, len(nums))
 	}
 	l.A = nums[0]
 	if n == 2 {
 		l.B = nums[1]
 	}
 	if kind == "uniform" && l.B < l.A {
-		return l, fmt.Errorf("%s %q: uniform high %v is below low %v", name, spec, l.B, l.A)
+		return l, option.Errorf("%s %q: uniform high %v is below low %v", name, spec, l.B, l.A)
 	}
 	if l.Max < l.Min {
-		return l, fmt.Errorf("%s %q: max %d is below min %d", name, spec, l.Max, l.Min)
+		return l, option.Errorf("%s %q: max %d is below min %d", name, spec, l.Max, l.Min)
 	}
 	return l, nil
 }
