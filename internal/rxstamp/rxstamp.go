@@ -34,7 +34,6 @@ type Conn struct {
 	last   atomic.Int64 // arrival of the newest byte read, ns since base; 0: none yet
 	kernel atomic.Bool  // the newest read carried a kernel timestamp
 	sys    *sysConn     // nil: plain reads
-	pc     *pollConn    // reads wait on a Poller (Linux); nil: Go's poller
 }
 
 // Wrap returns nc reading with kernel receive timestamps when the platform
@@ -47,13 +46,6 @@ func Wrap(nc net.Conn) *Conn {
 
 // Read reads from the connection and records the arrival of the data.
 func (c *Conn) Read(p []byte) (int, error) {
-	if c.pc != nil {
-		n, ts, err := c.pc.read(p)
-		if n > 0 {
-			c.stamp(time.Now(), ts)
-		}
-		return n, err
-	}
 	if c.sys == nil {
 		n, err := c.Conn.Read(p)
 		if n > 0 {
@@ -66,31 +58,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.stamp(time.Now(), ts)
 	}
 	return n, err
-}
-
-// SetDeadline sets the connection's read and write deadlines.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if c.pc != nil {
-		c.pc.setReadDeadline(t)
-	}
-	return c.Conn.SetDeadline(t)
-}
-
-// SetReadDeadline sets the connection's read deadline.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.pc != nil {
-		c.pc.setReadDeadline(t)
-	}
-	return c.Conn.SetReadDeadline(t)
-}
-
-// Close closes the connection; a Read waiting for data returns
-// net.ErrClosed.
-func (c *Conn) Close() error {
-	if c.pc != nil {
-		c.pc.close()
-	}
-	return c.Conn.Close()
 }
 
 // stamp records now, or the kernel time ts (unix ns; < 0 when absent) moved

@@ -19,7 +19,6 @@ type sysConn struct {
 	// allocate per read
 	n   int
 	ts  int64
-	inq int // TCP_INQ after the read (Poller's reads only)
 	err error
 	fn  func(fd uintptr) bool
 }

@@ -311,9 +311,6 @@ func (c *Client) directHTTP(conns int) error {
 	}
 	c.h1 = newH1Pool(addr, u.Host, conns+16)
 	c.h1.rx = c.rxHTTP
-	if c.rxHTTP {
-		c.h1.poller = rxstamp.NewPoller()
-	}
 	c.path = u.RequestURI()
 	c.hdr = []byte("Content-Type: application/json\r\nAccept: text/event-stream\r\n")
 	if c.cfg.APIKey != "" {

@@ -29,10 +29,6 @@ type h1Pool struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle int
 	rx      bool // read with kernel receive timestamps (internal/rxstamp)
-	// poller tells the readers when their sockets have data (one epoll
-	// instance; rx only): a read that knows the socket is empty waits
-	// without the recvmsg that would find it so.
-	poller *rxstamp.Poller
 
 	mu   sync.Mutex
 	idle []*h1Conn
@@ -103,7 +99,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, path string, headers, body []byt
 			}
 			c = &h1Conn{nc: nc}
 			if p.rx {
-				c.rx = p.poller.Wrap(nc)
+				c.rx = rxstamp.Wrap(nc)
 				c.nc = c.rx
 			}
 			c.br = bufio.NewReaderSize(c.nc, 16<<10)
