@@ -89,7 +89,7 @@ func writeChunks(streams int) int {
 // generator's CPU per token over TCP.
 func BenchmarkReadFloor(b *testing.B) {
 	const streams = 512
-	for _, mode := range []string{"goroutines", "rxstamp", "epoll"} {
+	for _, mode := range []string{"goroutines", "rxstamp", "stream", "epoll"} {
 		b.Run(mode, func(b *testing.B) {
 			writer := testenv.RunEnv(b, []string{writerEnv + "=" + strconv.Itoa(streams)}, os.Args[0], "-test.run=^$")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -101,8 +101,11 @@ func BenchmarkReadFloor(b *testing.B) {
 				if conns[i], err = net.Dial("tcp", addr); err != nil {
 					b.Fatal(err)
 				}
-				if mode == "rxstamp" {
+				switch mode {
+				case "rxstamp":
 					conns[i] = rxstamp.Wrap(conns[i])
+				case "stream":
+					conns[i] = rxstamp.WrapStream(conns[i])
 				}
 				defer conns[i].Close()
 			}
