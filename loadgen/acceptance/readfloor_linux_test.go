@@ -83,10 +83,12 @@ func writeChunks(streams int) int {
 // 206-byte chunk every 5 ms (102,400 chunks/s) from a writer process on the
 // same cores. "goroutines" reads each connection on its own goroutine
 // through Go's poller (net.Conn.Read); "rxstamp" the same with the
-// kernel's receive timestamps (internal/rxstamp's Wrap, as the load
-// generator reads); "epoll" is one goroutine with its own epoll loop and one recvmsg with a
-// receive timestamp per ready socket. It is the floor under the load
-// generator's CPU per token over TCP.
+// kernel's receive timestamps (internal/rxstamp's Wrap: each read a wait
+// of its own); "stream" with the timestamps through one held wait
+// (internal/rxstamp's WrapStream, as the load generator reads); "epoll" is
+// one goroutine with its own epoll loop and one recvmsg with a receive
+// timestamp per ready socket. It is the floor under the load generator's
+// CPU per token over TCP.
 func BenchmarkReadFloor(b *testing.B) {
 	const streams = 512
 	for _, mode := range []string{"goroutines", "rxstamp", "stream", "epoll"} {
