@@ -166,9 +166,8 @@ func newStreamReader(s *sysConn) (*streamReader, error) {
 // to the reader, until an error, the end of the stream or stop.
 func (r *streamReader) seq(yield func(struct{}) bool) {
 	s := r.s
-	stopped := false
-	r.wait = false // a new RawConn.Read: the poller knows nothing yet
-	err := s.rc.Read(func(fd uintptr) bool {
+	stopped, again := false, false
+	f := func(fd uintptr) bool {
 		for {
 			if r.wait {
 				r.wait = false
@@ -204,16 +203,32 @@ func (r *streamReader) seq(yield func(struct{}) bool) {
 			}
 			oob := s.oob[:s.msg.Controllen]
 			r.ts = timestampNS(oob)
+			inq := tcpInqOf(oob)
 			raceAcquire(fd)
 			if !yield(struct{}{}) {
 				stopped = true
 				return true
 			}
-			r.wait = tcpInqOf(oob) == 0
+			if inq != 0 {
+				// Data left (or unknown): read it in a new RawConn.Read,
+				// which checks the deadline and a close first, as every
+				// net.Conn read does.
+				again = true
+				return true
+			}
+			r.wait = true
 		}
-	})
-	if stopped {
-		return
+	}
+	var err error
+	for {
+		r.wait, again = false, false // a new RawConn.Read: the poller knows nothing yet
+		err = s.rc.Read(f)
+		if stopped {
+			return
+		}
+		if !again || err != nil {
+			break
+		}
 	}
 	if err != nil {
 		r.n, r.ts, r.err = 0, -1, err

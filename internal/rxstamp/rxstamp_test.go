@@ -99,6 +99,31 @@ func TestReadErrorsKeepNetConnSemantics(t *testing.T) {
 	})
 }
 
+// A deadline that has passed fails the next read even when data is waiting
+// in the socket, as with net.Conn: the load generator cancels a stream by
+// setting one, and a server that keeps sending must not keep it reading.
+func TestPassedDeadlineFailsAReadWithDataWaiting(t *testing.T) {
+	eachWrapper(t, func(t *testing.T, pair func(*testing.T) (*Conn, net.Conn)) {
+		c, srv := pair(t)
+		if _, err := srv.Write([]byte("abcdef")); err != nil {
+			t.Fatal(err)
+		}
+		// The first read leaves data behind; so does each that follows.
+		for range 2 {
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Read(make([]byte, 1))
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read past the deadline with data waiting = %d, %v; want a timeout", n, err)
+		}
+	})
+}
+
 func TestResetIsAnOpErrorWithErrno(t *testing.T) {
 	eachWrapper(t, func(t *testing.T, pair func(*testing.T) (*Conn, net.Conn)) {
 		c, srv := pair(t)
