@@ -21,6 +21,7 @@ package rxstamp
 
 import (
 	"net"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -30,10 +31,11 @@ import (
 // called from any goroutine.
 type Conn struct {
 	net.Conn
-	base   time.Time    // monotonic origin of last
-	last   atomic.Int64 // arrival of the newest byte read, ns since base; 0: none yet
-	kernel atomic.Bool  // the newest read carried a kernel timestamp
-	sys    *sysConn     // nil: plain reads
+	base   time.Time     // monotonic origin of last
+	last   atomic.Int64  // arrival of the newest byte read, ns since base; 0: none yet
+	kernel atomic.Bool   // the newest read carried a kernel timestamp
+	sys    *sysConn      // nil: plain reads
+	sr     *streamReader // reads hold the socket between calls (WrapStream)
 }
 
 // Wrap returns nc reading with kernel receive timestamps when the platform
@@ -44,8 +46,44 @@ func Wrap(nc net.Conn) *Conn {
 	return c
 }
 
+// WrapStream is Wrap for a connection that one goroutine reads (and
+// closes) at a time, with every read made through the same wait on Go's
+// poller, so that a read that follows one that emptied the socket waits
+// for data without first making the system call that finds it empty (on
+// Linux, with TCP_INQ). Close must be called (it ends that wait); a
+// connection dropped without it is closed when the garbage collector
+// reclaims it.
+func WrapStream(nc net.Conn) *Conn {
+	c := Wrap(nc)
+	if c.sys == nil {
+		return c
+	}
+	sr, err := newStreamReader(c.sys)
+	if err != nil {
+		return c
+	}
+	c.sr = sr
+	runtime.AddCleanup(c, (*streamReader).release, sr)
+	return c
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	if c.sr != nil {
+		c.sr.close()
+	}
+	return c.Conn.Close()
+}
+
 // Read reads from the connection and records the arrival of the data.
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.sr != nil {
+		n, ts, err := c.sr.read(p)
+		if n > 0 {
+			c.stamp(time.Now(), ts)
+		}
+		return n, err
+	}
 	if c.sys == nil {
 		n, err := c.Conn.Read(p)
 		if n > 0 {

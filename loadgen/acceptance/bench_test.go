@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -336,6 +337,9 @@ func measureAccuracy(b *testing.B, d runner.Doer, streams int) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if f, ok := d.(afterRun); ok {
+			f.afterRun(b, out.Results)
+		}
 		all.add(b, out.Start, out.Results, accITL)
 		// The CPU covers the warmup requests too (accTokens each).
 		all.warmupTokens += out.Warmup * accTokens
@@ -404,6 +408,111 @@ func (p *plainDoer) Do(ctx context.Context, r client.Request, start, intended ti
 		res.ErrorClass, res.Error = "stream_broken", err.Error()
 	}
 	return res
+}
+
+// afterRun is a Doer that finishes its records after the run, outside the
+// CPU measured: the minimal client leaves the simulator's timestamps (the
+// benchmark's reference, not something a client needs) to be decoded then.
+type afterRun interface {
+	afterRun(b *testing.B, records []report.Record)
+}
+
+// minimalDoer is the minimal Go client of issue 29: net/http streaming,
+// bufio line reads, the clock read once per "data:" line, and no JSON
+// decoding beyond what counting tokens needs (a content chunk with a
+// non-empty "content" is one token with the simulator's one token per
+// chunk). The simulator's gpulens_sim timestamps (the reference) are kept
+// as raw bytes and decoded after the run, outside the CPU measured.
+type minimalDoer struct {
+	cl   *client.Client // only for the URL and request body
+	http *http.Client
+	mu   sync.Mutex
+	sims map[int][]byte // request index → raw gpulens_sim object
+}
+
+var (
+	minimalData    = []byte("data: ")
+	minimalContent = []byte(`"content":"`)
+	minimalEmpty   = []byte(`"content":""`)
+	minimalSim     = []byte(`"gpulens_sim":`)
+)
+
+func (m *minimalDoer) Do(ctx context.Context, r client.Request, start, intended time.Time) report.Record {
+	res := report.Record{Index: r.Index, Intended: intended.Sub(start)}
+	body, _ := m.cl.Body(r)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.cl.URL(), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	sent := time.Now()
+	res.Sent = sent.Sub(start)
+	resp, err := m.http.Do(req)
+	if err != nil {
+		res.ErrorClass, res.Error, res.End = "connect", err.Error(), time.Since(start)
+		return res
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 4096)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			if err != io.EOF {
+				res.ErrorClass, res.Error = "stream_broken", err.Error()
+			}
+			break
+		}
+		if !bytes.HasPrefix(line, minimalData) {
+			continue
+		}
+		now := time.Now()
+		data := line[len(minimalData):]
+		if bytes.Contains(data, minimalContent) && !bytes.Contains(data, minimalEmpty) {
+			if res.FirstToken == 0 {
+				res.FirstToken = now.Sub(start)
+			}
+			res.ChunkOffsets = append(res.ChunkOffsets, now.Sub(sent))
+			res.OutputTokens++
+		}
+		if i := bytes.Index(data, minimalSim); i >= 0 {
+			m.mu.Lock()
+			m.sims[r.Index] = bytes.Clone(data[i+len(minimalSim):])
+			m.mu.Unlock()
+		}
+	}
+	res.End = time.Since(start)
+	return res
+}
+
+// afterRun decodes the simulator's timestamps kept by Do.
+func (m *minimalDoer) afterRun(b *testing.B, records []report.Record) {
+	b.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range records {
+		raw, ok := m.sims[records[i].Index]
+		if !ok {
+			continue
+		}
+		var sim report.SimTimestamps
+		// The object is followed by the chunk's closing brace(s): decode the
+		// first JSON value only.
+		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&sim); err != nil {
+			b.Fatalf("request %d: gpulens_sim %q: %v", records[i].Index, raw, err)
+		}
+		records[i].Sim = &sim
+	}
+	clear(m.sims)
+}
+
+// BenchmarkStreamAccuracyMinimal measures the minimal client (minimalDoer)
+// the same way as BenchmarkStreamAccuracy.
+func BenchmarkStreamAccuracyMinimal(b *testing.B) {
+	for _, streams := range []int{32, 256, 512} {
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
+			url := startSim(b, simserver.Config{FixedTTFT: accTTFT, FixedITL: accITL, TokensPerChunk: 1, RoleChunk: true, Seed: 1})
+			d := &minimalDoer{cl: newClient(b, url, streams), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}},
+				sims: make(map[int][]byte)}
+			measureAccuracy(b, d, streams)
+		})
+	}
 }
 
 // BenchmarkStreamAccuracyPlainBufio measures the baseline client the same

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gpulens/gpulens/internal/rxstamp"
 	"github.com/gpulens/gpulens/internal/testenv"
 )
 
@@ -81,12 +82,16 @@ func writeChunks(streams int) int {
 // machine, without parsing, timing or bookkeeping: each stream receives one
 // 206-byte chunk every 5 ms (102,400 chunks/s) from a writer process on the
 // same cores. "goroutines" reads each connection on its own goroutine
-// through Go's poller (net.Conn.Read); "epoll" is one goroutine with its own
-// epoll loop and one recvmsg with a receive timestamp per ready socket. It
-// is the floor under the load generator's CPU per token over TCP.
+// through Go's poller (net.Conn.Read); "rxstamp" the same with the
+// kernel's receive timestamps (internal/rxstamp's Wrap: each read a wait
+// of its own); "stream" with the timestamps through one held wait
+// (internal/rxstamp's WrapStream, as the load generator reads); "epoll" is
+// one goroutine with its own epoll loop and one recvmsg with a receive
+// timestamp per ready socket. It is the floor under the load generator's
+// CPU per token over TCP.
 func BenchmarkReadFloor(b *testing.B) {
 	const streams = 512
-	for _, mode := range []string{"goroutines", "epoll"} {
+	for _, mode := range []string{"goroutines", "rxstamp", "stream", "epoll"} {
 		b.Run(mode, func(b *testing.B) {
 			writer := testenv.RunEnv(b, []string{writerEnv + "=" + strconv.Itoa(streams)}, os.Args[0], "-test.run=^$")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -97,6 +102,12 @@ func BenchmarkReadFloor(b *testing.B) {
 				var err error
 				if conns[i], err = net.Dial("tcp", addr); err != nil {
 					b.Fatal(err)
+				}
+				switch mode {
+				case "rxstamp":
+					conns[i] = rxstamp.Wrap(conns[i])
+				case "stream":
+					conns[i] = rxstamp.WrapStream(conns[i])
 				}
 				defer conns[i].Close()
 			}

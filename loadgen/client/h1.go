@@ -99,7 +99,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, path string, headers, body []byt
 			}
 			c = &h1Conn{nc: nc}
 			if p.rx {
-				c.rx = rxstamp.Wrap(nc)
+				c.rx = rxstamp.WrapStream(nc)
 				c.nc = c.rx
 			}
 			c.br = bufio.NewReaderSize(c.nc, 16<<10)
