@@ -269,7 +269,7 @@ func (r *streamReader) read(p []byte) (int, int64, error) {
 	switch {
 	case !ok:
 		return 0, -1, r.s.opError(net.ErrClosed)
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		return 0, -1, io.EOF
 	case err != nil:
 		return 0, -1, r.s.opError(err)

@@ -30,14 +30,8 @@ func eachWrapper(t *testing.T, f func(t *testing.T, pair func(*testing.T) (*Conn
 	}
 }
 
-// pair returns a wrapped client connection and the server's end of a
-// loopback TCP connection.
-func pair(t *testing.T) (*Conn, net.Conn) {
-	t.Helper()
-	return pairWith(t, Wrap)
-}
-
-// pairWith is pair with the client's end wrapped by wrap.
+// pairWith returns a client connection wrapped by wrap and the server's
+// end of a loopback TCP connection.
 func pairWith(t *testing.T, wrap func(net.Conn) *Conn) (*Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
