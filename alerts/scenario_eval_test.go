@@ -7,8 +7,10 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/util/teststorage"
+
+	"github.com/gpulens/gpulens/internal/gpuprobe"
 )
 
 // The scenario test's Prometheus, in two halves that no stall of the test
@@ -57,12 +61,18 @@ type scrapeLoop struct {
 	// runs of more than three intervals without a scrape.
 	failed, slow map[string][]time.Time
 	gaps         map[string][][2]time.Time
-	errs         []string
+	// late: scrapes in which the exporter said its probe's unexplained
+	// stolen time was unknown because it had not read NVML's samples past
+	// the probe's windows in time (reason samples_not_read): the exporter
+	// itself was starved of CPU around a probe, which no scrape shows.
+	late map[string][]time.Time
+	errs []string
 }
 
 func newScrapeLoop(t *testing.T, interval time.Duration, t0 time.Time) *scrapeLoop {
 	return &scrapeLoop{st: teststorage.New(t), interval: interval, timeout: 3 * time.Second, t0: t0,
-		failed: map[string][]time.Time{}, slow: map[string][]time.Time{}, gaps: map[string][][2]time.Time{}}
+		failed: map[string][]time.Time{}, slow: map[string][]time.Time{}, gaps: map[string][][2]time.Time{},
+		late: map[string][]time.Time{}}
 }
 
 // run scrapes the exporter at addr, of scenario cluster, at t0, t0 +
@@ -105,6 +115,7 @@ func (s *scrapeLoop) run(ctx context.Context, cluster, addr string, end time.Tim
 func (s *scrapeLoop) scrape(ctx context.Context, client *http.Client, target labels.Labels, addr string, ts time.Time, prev map[string]labels.Labels) map[string]labels.Labels {
 	ms := ts.UnixMilli()
 	cur := map[string]labels.Labels{}
+	late := false
 	body, ctype, err := get(ctx, client, "http://"+addr+"/metrics")
 	app := s.st.Appender(ctx)
 	add := func(ls labels.Labels, v float64) {
@@ -122,7 +133,15 @@ func (s *scrapeLoop) scrape(ctx context.Context, client *http.Client, target lab
 			}
 			cur[key] = ls
 			add(ls, v)
+			if v == 1 && ls.Get(labels.MetricName) == "gpulens_probe_unexplained_stolen_time_unknown" && ls.Get("reason") == gpuprobe.UnknownSamplesNotRead {
+				late = true
+			}
 		})
+	}
+	if late {
+		s.mu.Lock()
+		s.late[target.Get("cluster")] = append(s.late[target.Get("cluster")], ts)
+		s.mu.Unlock()
 	}
 	up := 1.0
 	if err != nil {
@@ -380,6 +399,9 @@ func (s *scrapeLoop) disturbances(k int) map[string][]string {
 			out[sc] = append(out[sc], "scrape slower than its interval at "+fmtMin(s.sim(t, k)))
 		}
 	}
+	for sc, ts := range s.late {
+		out[sc] = append(out[sc], fmt.Sprintf("the exporter's probe read NVML's samples too late (samples_not_read) in %d scrapes from %s", len(ts), fmtMin(s.sim(ts[0], k))))
+	}
 	for sc, gaps := range s.gaps {
 		for _, g := range gaps {
 			out[sc] = append(out[sc], fmt.Sprintf("no scrape from %s to %s", fmtMin(s.sim(g[0], k)), fmtMin(s.sim(g[1], k))))
@@ -389,4 +411,36 @@ func (s *scrapeLoop) disturbances(k int) map[string][]string {
 		sort.Strings(d)
 	}
 	return out
+}
+
+// TestScrapeLoopCountsALateProbeAsDisturbed: a scrape in which the
+// exporter says its probe read NVML's samples too late (unknown, reason
+// samples_not_read) marks the scenario disturbed, as a failed or slow
+// scrape does; the other reasons do not.
+func TestScrapeLoopCountsALateProbeAsDisturbed(t *testing.T) {
+	t.Parallel()
+	body := map[string]string{
+		"late": "# TYPE gpulens_probe_unexplained_stolen_time_unknown gauge\n" +
+			"gpulens_probe_unexplained_stolen_time_unknown{gpu=\"0\",reason=\"samples_not_read\"} 1\n" +
+			"gpulens_probe_unexplained_stolen_time_unknown{gpu=\"0\",reason=\"mig\"} 0\n",
+		"mig": "# TYPE gpulens_probe_unexplained_stolen_time_unknown gauge\n" +
+			"gpulens_probe_unexplained_stolen_time_unknown{gpu=\"0\",reason=\"samples_not_read\"} 0\n" +
+			"gpulens_probe_unexplained_stolen_time_unknown{gpu=\"0\",reason=\"mig\"} 1\n",
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	loop := newScrapeLoop(t, time.Second, t0)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for cluster, text := range body {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_, _ = io.WriteString(w, text)
+		}))
+		defer srv.Close()
+		target := labels.FromStrings("job", "gpulens-exporter", "instance", "x", "cluster", cluster)
+		loop.scrape(context.Background(), client, target, strings.TrimPrefix(srv.URL, "http://"), t0.Add(30*time.Second), nil)
+	}
+	got := loop.disturbances(1)
+	if len(got["late"]) != 1 || !strings.Contains(got["late"][0], "samples_not_read") || len(got["mig"]) != 0 {
+		t.Errorf("disturbances %q; want one for the late probe, none for the MIG instance", got)
+	}
 }
