@@ -134,6 +134,7 @@ func openSources(o *options, logger *slog.Logger) (verify.Sources, *verify.Simul
 		}
 		p := gpuprobe.New(drv, popts)
 		src.Prober = p
+		src.Emulated = g.emulated
 		if src.NVML != nil {
 			// The MIG instances CUDA does not show this process: one
 			// child each, this program in its probe-child mode.

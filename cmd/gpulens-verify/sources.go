@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -27,6 +28,9 @@ type gpus struct {
 	probeChildArgs []string
 	// close unloads libcuda.
 	close func()
+	// emulated is the simulated driver's emulation time
+	// (verify.Sources.Emulated); nil for the real driver.
+	emulated func() time.Duration
 }
 
 // openGPUs returns the real GPUs (libnvidia-ml, and libcuda from
@@ -45,7 +49,8 @@ func openGPUs(sim *simflag.Flags, cudaLibrary string, logger *slog.Logger) (*gpu
 		// As libcuda does, the simulated driver shows what this process's
 		// CUDA_VISIBLE_DEVICES lets it see.
 		return &gpus{nvml: fleet.Interface(), driver: fleet.ProbeDriverVisible(os.Getenv("CUDA_VISIBLE_DEVICES")),
-			sim: &verify.Simulation{Scenario: name, Seed: sim.Seed}, probeChildArgs: sim.ChildArgs(fleet), close: func() {}}, nil
+			sim: &verify.Simulation{Scenario: name, Seed: sim.Seed}, probeChildArgs: sim.ChildArgs(fleet), close: func() {},
+			emulated: fleet.ProbeEmulated}, nil
 	}
 	g := &gpus{nvml: nvml.New(), probeChildArgs: []string{"--cuda.library=" + cudaLibrary}, close: func() {}}
 	cuda, err := gpuprobe.Open(cudaLibrary)

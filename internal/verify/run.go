@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -32,6 +34,14 @@ type Sources struct {
 	// does not show this process (one MIG instance per process), in a
 	// child process of its own (mig.go); nil: those are not reported.
 	Instances InstanceProber
+	// Emulated, when set, is how much wall time the simulated CUDA driver
+	// has spent emulating the GPU's work inside its calls, added up
+	// (gpusim.Fleet.ProbeEmulated): the simulator's time, not the GPU's,
+	// which a loaded host stretches. A probe's deadline leaves its growth
+	// out, as the driver's virtual clock does; a hung call (one that never
+	// returns) still meets the deadline. Nil: a real driver, the deadline
+	// is wall time.
+	Emulated func() time.Duration
 }
 
 // Options parameterise Run.
@@ -166,7 +176,7 @@ func Run(ctx context.Context, src Sources, o Options) (*Report, error) {
 				if !ok {
 					continue
 				}
-				run := probeOnce(ctx, pr, ordinal, o.Probe, timeout, samplers[i], every)
+				run := probeOnce(ctx, pr, ordinal, o.Probe, timeout, src.Emulated, samplers[i], every)
 				noteChild(d, run)
 				switch {
 				case d.MIG != nil && run.Result != nil && run.Result.Stolen != nil:
@@ -235,8 +245,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func probeOnce(ctx context.Context, p gpuprobe.Prober, ordinal int, cfg gpuprobe.Config, timeout time.Duration, s *sampler, every time.Duration) ProbeRun {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+func probeOnce(ctx context.Context, p gpuprobe.Prober, ordinal int, cfg gpuprobe.Config, timeout time.Duration, emulated func() time.Duration, s *sampler, every time.Duration) ProbeRun {
+	pctx, cancel := probeDeadline(ctx, timeout, emulated)
 	defer cancel()
 	var res gpuprobe.Result
 	var err error
@@ -257,6 +267,56 @@ func probeOnce(ctx context.Context, p gpuprobe.Prober, ordinal int, cfg gpuprobe
 		return ProbeRun{Skipped: res.Skipped}
 	}
 	return ProbeRun{Result: &res}
+}
+
+// probeDeadline is ctx cancelled timeout after now, as
+// context.WithTimeout, less the wall time emulated says the simulator spent
+// emulating (nil: none): the deadline moves later by it, checked again
+// when it passes, and the context then says context.DeadlineExceeded.
+func probeDeadline(ctx context.Context, timeout time.Duration, emulated func() time.Duration) (context.Context, context.CancelFunc) {
+	if emulated == nil {
+		return context.WithTimeout(ctx, timeout)
+	}
+	inner, cancel := context.WithCancel(ctx)
+	d := &emulatedDeadline{Context: inner}
+	start, base := time.Now(), emulated()
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-inner.Done():
+				return
+			case <-t.C:
+			}
+			left := timeout - (time.Since(start) - max(0, emulated()-base))
+			if left <= 0 {
+				d.expired.Store(true)
+				cancel()
+				return
+			}
+			t.Reset(left)
+		}
+	}()
+	var once sync.Once
+	return d, func() { once.Do(func() { close(stop) }); cancel() }
+}
+
+// emulatedDeadline is probeDeadline's context: done when its deadline
+// passes (Err: context.DeadlineExceeded) or its parent is.
+type emulatedDeadline struct {
+	context.Context
+	expired atomic.Bool
+}
+
+func (d *emulatedDeadline) Err() error {
+	if d.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return d.Context.Err()
 }
 
 // selectDevices builds the devices to report: the CUDA devices (matched to

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/gpulens/gpulens/internal/clockevent"
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/testenv"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -447,5 +449,55 @@ func TestRunKeepsSamplesReadDuringProbe(t *testing.T) {
 	defer mu.Unlock()
 	if len(lastSeen) < 3 || lastSeen[0] != 0 || slices.Max(lastSeen) != samples[len(samples)-1].TimeStamp {
 		t.Errorf("reads with lastSeen %v; want the first of the whole buffer and later ones after the newest sample read (%d)", lastSeen, samples[len(samples)-1].TimeStamp)
+	}
+}
+
+// TestProbeDeadlineLeavesEmulationOut: with Sources.Emulated (the simulated
+// driver's emulation time), a probe's deadline moves later by what the
+// simulator spent emulating, checked each time it passes; with nothing
+// emulated it passes as context.WithTimeout's does and says
+// DeadlineExceeded (gpuprobe labels it deadline_exceeded). Before, a
+// loaded host's emulation of the simulated GPU ran the probe into its
+// 30.8 s wall-clock deadline under -race (TestVerifySimStart beside a
+// second make test).
+func TestProbeDeadlineLeavesEmulationOut(t *testing.T) {
+	t.Parallel()
+	const timeout = 50 * time.Millisecond
+	wait, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+
+	// Nothing emulated: the deadline passes.
+	began := time.Now()
+	ctx, cancel := probeDeadline(context.Background(), timeout, func() time.Duration { return 3 * time.Second })
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-wait.Done():
+		t.Fatal("the deadline never passed")
+	}
+	if took := time.Since(began); took < timeout || !errors.Is(ctx.Err(), context.DeadlineExceeded) || gpuprobe.ErrorLabel(ctx.Err()) != gpuprobe.LabelDeadline {
+		t.Errorf("done after %s with %v; want after at least %s with DeadlineExceeded", took, ctx.Err(), timeout)
+	}
+
+	// A minute emulated at each look: the deadline keeps moving.
+	var mu sync.Mutex
+	looks := 0
+	ctx, cancel = probeDeadline(context.Background(), timeout, func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		looks++
+		return time.Duration(looks) * time.Minute
+	})
+	testenv.Eventually(wait, t, timeout, "the deadline looked at the emulated time again when it passed", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return looks >= 2, fmt.Sprint(looks, " looks")
+	})
+	if err := ctx.Err(); err != nil {
+		t.Errorf("after %d looks with a minute more emulated each: %v; want the deadline moved", looks, err)
+	}
+	cancel()
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Errorf("cancelled: %v", ctx.Err())
 	}
 }

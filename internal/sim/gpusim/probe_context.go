@@ -213,6 +213,9 @@ type probeLags struct {
 	mu   sync.Mutex
 	next int
 	lags map[int]time.Duration
+	// total is every lag's growth added up, never reset: the wall time
+	// the drivers spent emulating with a context live (Fleet.ProbeEmulated).
+	total time.Duration
 }
 
 // tracker returns a new driver's simdriver.Options.Lag.
@@ -224,6 +227,9 @@ func (l *probeLags) tracker() func(time.Duration) {
 	return func(lag time.Duration) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		if grew := lag - l.lags[id]; grew > 0 {
+			l.total += grew
+		}
 		if lag <= 0 {
 			delete(l.lags, id)
 			return
@@ -233,6 +239,19 @@ func (l *probeLags) tracker() func(time.Duration) {
 		}
 		l.lags[id] = lag
 	}
+}
+
+// ProbeEmulated is the wall time the fleet's simulated CUDA drivers have
+// spent so far inside their own calls while a context was live, added up
+// and never reset: the simulator's time, not the GPU's, which their
+// virtual clocks leave out and a loaded host stretches. A caller timing a
+// probe of the simulated GPUs by the wall clock leaves out its growth over
+// the probe (gpulens-verify's probe deadline). A call still in progress
+// counts once it returns.
+func (f *Fleet) ProbeEmulated() time.Duration {
+	f.lags.mu.Lock()
+	defer f.lags.mu.Unlock()
+	return f.lags.total
 }
 
 // max is the largest lag of a driver with a live context.

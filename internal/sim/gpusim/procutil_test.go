@@ -637,6 +637,9 @@ tenants:
 	if f.lags.max() != 0 {
 		t.Errorf("lag %v after the driver said 0", f.lags.max())
 	}
+	if got := f.ProbeEmulated(); got != 5*time.Second {
+		t.Errorf("ProbeEmulated %v; want the lag's growth, 5s, kept after it went back to 0", got)
+	}
 }
 
 // TestHeldPeriodsStayInTheBuffer: the probe driver lags the fleet by more
