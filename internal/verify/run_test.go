@@ -300,15 +300,7 @@ func TestSamplerIgnoresIdleClocks(t *testing.T) {
 func TestRunExplainsPerWindow(t *testing.T) {
 	const hostPID = 3141593
 	start := time.Now().Add(-10 * time.Second)
-	res := healthyResult(1)
-	res.NVMLPID = hostPID
-	st := *res.Stolen
-	st.Ratio, st.Windows = 0.5, nil
-	for i := range 4 {
-		from := start.Add(time.Duration(i) * 70 * time.Millisecond)
-		st.Windows = append(st.Windows, gpuprobe.StolenWindow{Start: from, End: from.Add(25 * time.Millisecond), Window: 25 * time.Millisecond, Ratio: 0.5})
-	}
-	res.Stolen = &st
+	res := halfStolen(start, hostPID)
 	period := time.Second / 6
 	var samples []nvml.ProcessUtilizationSample
 	for ts := start.Add(-time.Second); ts.Before(start.Add(2 * time.Second)); ts = ts.Add(period) {
@@ -386,15 +378,7 @@ func (p *probingFlag) Probe(ctx context.Context, ordinal int, cfg gpuprobe.Confi
 func TestRunKeepsSamplesReadDuringProbe(t *testing.T) {
 	const hostPID = 4242
 	start := time.Now().Add(-10 * time.Second)
-	res := healthyResult(1)
-	res.NVMLPID = hostPID
-	st := *res.Stolen
-	st.Ratio, st.Windows = 0.5, nil
-	for i := range 4 {
-		from := start.Add(time.Duration(i) * 70 * time.Millisecond)
-		st.Windows = append(st.Windows, gpuprobe.StolenWindow{Start: from, End: from.Add(25 * time.Millisecond), Window: 25 * time.Millisecond, Ratio: 0.5})
-	}
-	res.Stolen = &st
+	res := halfStolen(start, hostPID)
 	period := time.Second / 6
 	var samples []nvml.ProcessUtilizationSample
 	for ts := start.Add(period); ts.Before(start.Add(time.Second)); ts = ts.Add(period) {
@@ -500,4 +484,19 @@ func TestProbeDeadlineLeavesEmulationOut(t *testing.T) {
 	if !errors.Is(ctx.Err(), context.Canceled) {
 		t.Errorf("cancelled: %v", ctx.Err())
 	}
+}
+
+// halfStolen is a healthy result of the probe as NVML's PID pid, half its
+// time stolen in four 25 ms windows 70 ms apart from start.
+func halfStolen(start time.Time, pid uint32) gpuprobe.Result {
+	res := healthyResult(1)
+	res.NVMLPID = pid
+	st := *res.Stolen
+	st.Ratio, st.Windows = 0.5, nil
+	for i := range 4 {
+		from := start.Add(time.Duration(i) * 70 * time.Millisecond)
+		st.Windows = append(st.Windows, gpuprobe.StolenWindow{Start: from, End: from.Add(25 * time.Millisecond), Window: 25 * time.Millisecond, Ratio: 0.5})
+	}
+	res.Stolen = &st
+	return res
 }

@@ -495,18 +495,9 @@ func TestNVMLSettingsErrors(t *testing.T) {
 // without it, for good (the probe's windows then had no sample at all).
 func TestProbeSamplesWaitForLaggingKernels(t *testing.T) {
 	t.Parallel()
-	sc := mustParse(t, `
-devices:
-  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
-tenants:
-  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
-`)
-	f, lib, clk := newTestFleet(t, sc, 1)
-	d := f.devices[0]
-	h := handle(t, lib, 0)
-	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	f, d, h, clk := busyTenantFleet(t)
 	clk.Set(10 * time.Second)
-	d.probeContext(-1)(true, at(10))
+	d.probeContext(-1)(true, simAt(10))
 	clk.Set(11500 * time.Millisecond)
 	// Read while the kernels of [10 s, 13 s) are not yet recorded (within
 	// probeReportHold of the context's last news).
@@ -515,8 +506,8 @@ tenants:
 	for _, s := range first {
 		seen = max(seen, s.TimeStamp)
 	}
-	d.probeKernel(at(10), at(13))
-	d.probeContext(-1)(false, at(13))
+	d.probeKernel(simAt(10), simAt(13))
+	d.probeContext(-1)(false, simAt(13))
 	clk.Set(14 * time.Second)
 	rest, _ := h.GetProcessUtilization(seen)
 	self := f.SelfPID()
@@ -594,19 +585,10 @@ tenants:
 // recorded later fell into, without the probe's share, for good.
 func TestProbeSamplesWaitForTheDriversLag(t *testing.T) {
 	t.Parallel()
-	sc := mustParse(t, `
-devices:
-  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
-tenants:
-  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
-`)
-	f, lib, clk := newTestFleet(t, sc, 1)
-	d := f.devices[0]
-	h := handle(t, lib, 0)
-	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	f, d, h, clk := busyTenantFleet(t)
 	lag := f.lags.tracker()
 	clk.Set(10 * time.Second)
-	d.probeContext(-1)(true, at(10))
+	d.probeContext(-1)(true, simAt(10))
 	lag(5 * time.Second)
 	clk.Set(14 * time.Second)
 	first, _ := h.GetProcessUtilization(0)
@@ -614,11 +596,11 @@ tenants:
 	for _, s := range first {
 		seen = max(seen, s.TimeStamp)
 	}
-	if want := uint64(at(10).UnixMicro()); seen > want {
+	if want := uint64(simAt(10).UnixMicro()); seen > want {
 		t.Errorf("first read reports up to %d µs; want at most the context's start (%d): the driver's lag holds the rest", seen, want)
 	}
-	d.probeKernel(at(10), at(13))
-	d.probeContext(-1)(false, at(13))
+	d.probeKernel(simAt(10), simAt(13))
+	d.probeContext(-1)(false, simAt(13))
 	lag(0)
 	clk.Set(16 * time.Second)
 	rest, _ := h.GetProcessUtilization(seen)
@@ -651,22 +633,13 @@ tenants:
 // stolen-time window had no sample after it).
 func TestHeldPeriodsStayInTheBuffer(t *testing.T) {
 	t.Parallel()
-	sc := mustParse(t, `
-devices:
-  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
-tenants:
-  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
-`)
-	f, lib, clk := newTestFleet(t, sc, 1)
-	d := f.devices[0]
-	h := handle(t, lib, 0)
-	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	f, d, h, clk := busyTenantFleet(t)
 	lag := f.lags.tracker()
 	clk.Set(10 * time.Second)
-	d.probeContext(-1)(true, at(10))
+	d.probeContext(-1)(true, simAt(10))
 	lag(14 * time.Second)
 	clk.Set(24 * time.Second)
-	d.probeKernel(at(10), at(12.5)) // recorded 14 s late
+	d.probeKernel(simAt(10), simAt(12.5)) // recorded 14 s late
 	var seen uint64
 	read := func() []nvml.ProcessUtilizationSample {
 		s, r := h.GetProcessUtilization(seen)
@@ -680,7 +653,7 @@ tenants:
 	}
 	got := read() // periods up to 12 s, the kernel's last whole one
 	clk.Set(25 * time.Second)
-	d.probeContext(-1)(false, at(12.5))
+	d.probeContext(-1)(false, simAt(12.5))
 	lag(0)
 	got = append(got, read()...)
 	clk.Set(30 * time.Second)
@@ -697,3 +670,20 @@ tenants:
 		}
 	}
 }
+
+// busyTenantFleet is one H100 with 1 s NVML sample periods and a tenant
+// (PID 100) at 95 % SM, for the probe-sample tests.
+func busyTenantFleet(t *testing.T) (*Fleet, *device, nvml.Device, *testClock) {
+	t.Helper()
+	sc := mustParse(t, `
+devices:
+  - {model: h100-sxm5-80gb, nvml: {process_sample_period: 1s}}
+tenants:
+  - {name: busy, gpu: 0, pid: 100, sm_util: 95, memory: 1024}
+`)
+	f, lib, clk := newTestFleet(t, sc, 1)
+	return f, f.devices[0], handle(t, lib, 0), clk
+}
+
+// simAt is s seconds after epoch.
+func simAt(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
