@@ -70,8 +70,11 @@ type BurnResult struct {
 	// Duration is from the first launch to the end of the last one.
 	Duration time.Duration `json:"duration_ns"`
 	Launches int           `json:"launches"`
-	// ItersPerLaunch is the FMA kernel's iteration count once sized to
-	// BurnConfig.Launch (the first few launches grow to it).
+	// ItersPerLaunch is the FMA kernel's iteration count sized to
+	// BurnConfig.Launch: the first few launches grow to it, and it is
+	// corrected whenever the median of 4 launches in a row is off Launch
+	// by more than a quarter (one launch that ran long, a neighbour that
+	// came or went); the last size.
 	ItersPerLaunch uint64 `json:"iters_per_launch"`
 	// KernelTime sums the launches' GPU time between CUDA events: with
 	// time-slicing it includes the slices other contexts ran in between.
@@ -250,6 +253,13 @@ func (b *burner) run(ctx context.Context, ordinal int, cfg BurnConfig) (BurnResu
 	end := res.Started.Add(cfg.Duration)
 	iters, sized := uint64(pilotKernelIters), false
 	times := make([]time.Duration, 0, burnTimesKept) // the last launches', a ring
+	// The launches since the size last changed, for re-sizing: one sizing
+	// launch can run long for reasons that do not last (the host thread
+	// descheduled between recording the start event and launching, a
+	// neighbour's burst), so the size is checked against the median of
+	// each burnResizeAfter launches that follow and corrected when it is
+	// off by more than burnResizeBand.
+	atSize := make([]time.Duration, 0, burnResizeAfter)
 	finish := func() {
 		res.Duration = d.Now().Sub(res.Started)
 		if res.Duration > 0 {
@@ -277,23 +287,33 @@ func (b *burner) run(ctx context.Context, ordinal int, cfg BurnConfig) (BurnResu
 		}
 		// Grow the launches toward cfg.Launch (time grows at most
 		// linearly with the iterations, so this does not overshoot it),
-		// then keep their size.
-		if !sized {
-			switch {
-			case el >= cfg.Launch/2 || iters == math.MaxUint32:
-				sized = true
-				if el > 0 {
-					iters = uint64(math.Max(1, math.Min(math.MaxUint32, float64(iters)*float64(cfg.Launch)/float64(el))))
+		// then keep their size while the median of each
+		// burnResizeAfter launches stays near cfg.Launch.
+		if sized {
+			atSize = append(atSize, el)
+			if len(atSize) == burnResizeAfter {
+				if next, ok := resize(iters, medianDuration(atSize), cfg.Launch); ok {
+					iters = next
+					res.ItersPerLaunch = iters
 				}
-			default:
-				grow := 16.0
-				if el > 0 {
-					grow = math.Min(16, math.Max(2, float64(cfg.Launch)/float64(el)))
-				}
-				iters = uint64(math.Min(math.MaxUint32, float64(iters)*grow))
+				atSize = atSize[:0]
 			}
-			res.ItersPerLaunch = iters
+			continue
 		}
+		switch {
+		case el >= cfg.Launch/2 || iters == math.MaxUint32:
+			sized = true
+			if el > 0 {
+				iters = uint64(math.Max(1, math.Min(math.MaxUint32, float64(iters)*float64(cfg.Launch)/float64(el))))
+			}
+		default:
+			grow := 16.0
+			if el > 0 {
+				grow = math.Min(16, math.Max(2, float64(cfg.Launch)/float64(el)))
+			}
+			iters = uint64(math.Min(math.MaxUint32, float64(iters)*grow))
+		}
+		res.ItersPerLaunch = iters
 	}
 	finish()
 	return res, nil
@@ -302,6 +322,30 @@ func (b *burner) run(ctx context.Context, ordinal int, cfg BurnConfig) (BurnResu
 // burnTimesKept is how many of the last launches' times LaunchMedian is
 // taken over.
 const burnTimesKept = 4096
+
+// A sized burn re-sizes its launches when the median of burnResizeAfter
+// launches in a row is off cfg.Launch by more than the factor
+// burnResizeBand either way: a median of 4 ignores one launch that ran long
+// for a reason that does not last, and time-slicing beside a busy context
+// (a slice of 2 ms in 10 ms launches) stays inside the band.
+const (
+	burnResizeAfter = 4
+	burnResizeBand  = 1.25
+)
+
+// resize is the iteration count that makes launches that took median at
+// iters take launch, and whether it differs enough from iters to switch.
+func resize(iters uint64, median, launch time.Duration) (uint64, bool) {
+	if median <= 0 {
+		return iters, false
+	}
+	r := float64(launch) / float64(median)
+	if r <= burnResizeBand && r >= 1/burnResizeBand {
+		return iters, false
+	}
+	next := uint64(math.Max(1, math.Min(math.MaxUint32, float64(iters)*r)))
+	return next, next != iters
+}
 
 func (b *burner) alloc(bytes uint64, what string) (DevicePtr, error) {
 	p, err := b.drv.MemAlloc(bytes)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +233,49 @@ func TestBurnDeadline(t *testing.T) {
 	}
 	if res.Duration < 2*time.Millisecond || res.Duration > 5*time.Millisecond || res.Launches == 0 {
 		t.Errorf("result %+v; want it to end within a launch of 2 ms", res)
+	}
+}
+
+// stalled is a Driver whose host thread stalls once, just before the
+// launch numbered at: the host clock jumps past the driver's by stall, as
+// when the OS deschedules the burn between recording the start event and
+// launching (that launch's elapsed time then includes the stall, as on a
+// real GPU whose stream sat idle).
+type stalled struct {
+	gpuprobe.Driver
+	host         *atomic.Int64 // the host clock's offset from base
+	at, launches int
+	stall        time.Duration
+}
+
+func (s *stalled) LaunchKernel(f gpuprobe.Function, grid, block gpuprobe.Dim3, shared uint32, args ...uint64) error {
+	if s.launches++; s.launches == s.at {
+		s.host.Store(int64(s.Driver.Now().Sub(base) + s.stall))
+	}
+	return s.Driver.LaunchKernel(f, grid, block, shared, args...)
+}
+
+// TestBurnResizesAfterAHostStall: a stall of the host before the first
+// launch makes it look 40 ms long, so the burn sizes its launches far too
+// short; the median of the launches that follow corrects the size, and
+// the burn still runs ~10 ms launches at the device's rate. Without the
+// correction it ran thousands of launches of a few microseconds.
+func TestBurnResizesAfterAHostStall(t *testing.T) {
+	var host atomic.Int64
+	drv := simdriver.New([]simdriver.Device{h100()}, simdriver.Options{Now: func() time.Time { return base.Add(time.Duration(host.Load())) }, Seed: 7})
+	s := &stalled{Driver: drv, host: &host, at: 1, stall: 40 * time.Millisecond}
+	res, err := gpuprobe.Burn(context.Background(), s, 0, gpuprobe.BurnConfig{Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Launches < 95 || res.Launches > 115 || res.LaunchMedian < 9*time.Millisecond || res.LaunchMedian > 11*time.Millisecond {
+		t.Errorf("%d launches, median %v; want ~100 of 10 ms", res.Launches, res.LaunchMedian)
+	}
+	if want := uint64(277432); res.ItersPerLaunch < want*8/10 || res.ItersPerLaunch > want*12/10 {
+		t.Errorf("%d iterations per launch; want ~%d", res.ItersPerLaunch, want)
+	}
+	// The stall is idle GPU time inside the burn: 40 ms of 1 s.
+	if math.Abs(res.FP32FLOPS/(60e12*0.96)-1) > 0.02 {
+		t.Errorf("FP32 %.4g FLOP/s; want ~%.4g", res.FP32FLOPS, 60e12*0.96)
 	}
 }
