@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 // What the continuous probe needs from NVML to stay off a tenant's GPU:
@@ -64,21 +65,7 @@ func (s *Sampler) ProcessPIDs(uuid string) ([]uint32, bool) {
 	if ret != nvml.SUCCESS {
 		return nil, false
 	}
-	var pids []uint32
-	ok := false
-	for _, l := range processLists {
-		ps, ret := l.get(d)
-		if ret != nvml.SUCCESS {
-			continue
-		}
-		ok = true
-		for _, p := range ps {
-			if !slices.Contains(pids, p.Pid) {
-				pids = append(pids, p.Pid)
-			}
-		}
-	}
-	return pids, ok
+	return nvmlret.ProcessPIDs(d)
 }
 
 // SetProbePID implements NVMLView.

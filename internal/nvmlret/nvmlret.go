@@ -1,6 +1,8 @@
 // Package nvmlret is the one home of what gpulens does with an NVML return
-// code: its stable names and how a reader treats it. The exporter's
-// collector, gpulens-verify and the simulated fleet's scenarios use it.
+// code: its stable names and how a reader treats it, and of the reading
+// that hinges on it most, which processes a device's lists name
+// (ProcessPIDs). The exporter's collector, gpulens-verify and the
+// simulated fleet's scenarios use it.
 //
 // nvml.Return.Error() is not a name: once libnvidia-ml is loaded, go-nvml
 // answers with nvmlErrorString's free-form sentence ("Unknown Error"),
@@ -142,4 +144,30 @@ func Classify(r nvml.Return) Outcome {
 		return Lost
 	}
 	return Failed
+}
+
+// ProcessPIDs is the one reading of who has a context on a device (or MIG
+// device) now: the PIDs in its compute, MPS and graphics process lists,
+// each once, in the order the lists give them. ok is false when no list
+// answers: unknown, not "nobody" (a vGPU guest's NOT_FOUND on a busy GPU).
+// The exporter's probe and gpulens-verify both take the processes on a GPU
+// from here.
+func ProcessPIDs(d interface {
+	GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
+	GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
+	GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
+}) (pids []uint32, ok bool) {
+	for _, get := range []func() ([]nvml.ProcessInfo, nvml.Return){d.GetComputeRunningProcesses, d.GetMPSComputeRunningProcesses, d.GetGraphicsRunningProcesses} {
+		ps, r := get()
+		if r != nvml.SUCCESS {
+			continue
+		}
+		ok = true
+		for _, p := range ps {
+			if !slices.Contains(pids, p.Pid) {
+				pids = append(pids, p.Pid)
+			}
+		}
+	}
+	return pids, ok
 }

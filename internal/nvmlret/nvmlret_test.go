@@ -1,6 +1,7 @@
 package nvmlret
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +69,50 @@ func TestSpellings(t *testing.T) {
 	names := Names()
 	if len(names) != len(codes)-1 || names[0] != "ERROR_ALREADY_INITIALIZED" || names[len(names)-1] != "ERROR_VGPU_ECC_NOT_SUPPORTED" {
 		t.Errorf("Names() = %v", names)
+	}
+}
+
+// lists is a device's three process lists, each with its return code.
+type lists struct {
+	compute, mps, graphics []uint32
+	rc, rm, rg             nvml.Return
+}
+
+func infos(pids []uint32) []nvml.ProcessInfo {
+	var out []nvml.ProcessInfo
+	for _, p := range pids {
+		out = append(out, nvml.ProcessInfo{Pid: p})
+	}
+	return out
+}
+
+func (l lists) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return infos(l.compute), l.rc
+}
+func (l lists) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return infos(l.mps), l.rm
+}
+func (l lists) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return infos(l.graphics), l.rg
+}
+
+// TestProcessPIDs: the union of the lists that answer, each PID once; no
+// list answering is unknown, an empty answer is nobody.
+func TestProcessPIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    lists
+		want []uint32
+		ok   bool
+	}{
+		{"all three", lists{compute: []uint32{7, 9}, mps: []uint32{9, 11}, graphics: []uint32{3, 7}}, []uint32{7, 9, 11, 3}, true},
+		{"MPS not supported", lists{compute: []uint32{7}, mps: []uint32{8}, rm: nvml.ERROR_NOT_SUPPORTED}, []uint32{7}, true},
+		{"nobody", lists{}, nil, true},
+		{"vGPU guest", lists{compute: []uint32{1}, rc: nvml.ERROR_NOT_FOUND, rm: nvml.ERROR_NOT_FOUND, rg: nvml.ERROR_NOT_FOUND}, nil, false},
+	} {
+		pids, ok := ProcessPIDs(tc.l)
+		if ok != tc.ok || !slices.Equal(pids, tc.want) {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, pids, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -36,6 +36,10 @@ var oneHomes = []oneHome{
 	}, false},
 	{"CUDA's version encoding (1000 × major + 10 × minor) and its text", "internal/cudaver", cudaVersionArithmetic, nil, false},
 	{"a number written for people (digits, trailing zeros)", "internal/humanfmt", trailingZeroTrim, nil, false},
+	{"the PIDs on a device (NVML's compute, MPS and graphics lists merged)", "internal/nvmlret", processListReading, map[string]string{
+		"collector/process_reading.go": "the process metrics: each list apart, its type a label, each call's outcome counted",
+		"internal/verify/nvml.go":      "the tenant's processes: each list apart, each call's outcome in the report, the MPS clients marked",
+	}, false},
 	// Tests and tools: one Prometheus API client (client_golang's) and one
 	// rule-file rewriter.
 	{"a query of Prometheus's HTTP API", clientGolangV1, prometheusAPIPaths, thisGuard, true},
@@ -183,6 +187,20 @@ func trailingZeroTrim(f *ast.File) []ast.Node {
 	return out
 }
 
+// processListReading finds NVML's MPS process list read (the list only a
+// reader of all three lists reads): a reference to
+// GetMPSComputeRunningProcesses, called or taken as a value.
+func processListReading(f *ast.File) []ast.Node {
+	var out []ast.Node
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok && s.Sel.Name == "GetMPSComputeRunningProcesses" {
+			out = append(out, s)
+		}
+		return true
+	})
+	return out
+}
+
 // prometheusAPIPaths finds a hand-written client of Prometheus's HTTP API:
 // a path of it ("/api/v1/query", "/api/v1/rules", …) in a string, but for
 // a fake server's (a case of a switch, a Handle or HandleFunc pattern).
@@ -288,6 +306,12 @@ import str "strings"
 
 func trim(s string) string { return str.TrimRight(str.TrimRight(s, "0"), ".") }
 `,
+		"f/f.go": `package f
+
+func pids(d nvml.Device) { _, _ = d.GetMPSComputeRunningProcesses() }
+
+func (d *dev) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) { return nil, 0 }
+`,
 		"alerts/promcheck/promcheck.go": `package promcheck; var x = p.TextToMetricFamilies(nil)`,
 		"d/client_test.go": `package d
 
@@ -334,6 +358,7 @@ func log(m map[string]any) { m["interval"] = "1s"; _ = "for" }
 	const tx = "reading the text exposition format and a sample's value written outside internal/promtext"
 	const cv = "CUDA's version encoding (1000 × major + 10 × minor) and its text written outside internal/cudaver"
 	const hf = "a number written for people (digits, trailing zeros) written outside internal/humanfmt"
+	const pl = "the PIDs on a device (NVML's compute, MPS and graphics lists merged) written outside internal/nvmlret"
 	const pq = "a query of Prometheus's HTTP API written outside " + clientGolangV1
 	const rr = "a Prometheus rule file rewritten written outside internal/promrules"
 	want := []string{
@@ -350,6 +375,7 @@ func log(m map[string]any) { m["interval"] = "1s"; _ = "for" }
 		"e/rules_test.go:6: " + rr,
 		"e/rules_test.go:7: " + rr,
 		"e/rules_test.go:10: " + rr,
+		"f/f.go:3: " + pl,
 	}
 	if !slices.Equal(found, want) {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))

@@ -1,11 +1,10 @@
 package verify
 
 import (
-	"slices"
-
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpulens/gpulens/internal/gpuprobe"
+	"github.com/gpulens/gpulens/internal/nvmlret"
 )
 
 // NVMLFreeMemory is gpuprobe.Options.FreeMemory over an initialised NVML
@@ -50,20 +49,6 @@ func NVMLProcesses(lib interface {
 		if r != nvml.SUCCESS {
 			return nil, false
 		}
-		var pids []uint32
-		ok := false
-		for _, get := range []func() ([]nvml.ProcessInfo, nvml.Return){h.GetComputeRunningProcesses, h.GetMPSComputeRunningProcesses, h.GetGraphicsRunningProcesses} {
-			ps, r := get()
-			if r != nvml.SUCCESS {
-				continue
-			}
-			ok = true
-			for _, p := range ps {
-				if !slices.Contains(pids, p.Pid) {
-					pids = append(pids, p.Pid)
-				}
-			}
-		}
-		return pids, ok
+		return nvmlret.ProcessPIDs(h)
 	}
 }
