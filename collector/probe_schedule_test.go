@@ -140,8 +140,12 @@ func TestProbeTogetherStuckDeviceAlone(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	hang := &hangOne{overlapProber: f, ordinal: 1, release: release}
+	// The deadline is on the wall clock and the answering devices' calls
+	// race it on their goroutines: long enough that a loaded machine
+	// starts them in time (at 1 ms, device 2 missed it under -race beside
+	// a second make test), as the stuck device waits for it once.
 	p, err := NewProbeCollector(staticOpener(hang), scheduleDirectory(f), ProbeOptions{
-		Interval: 5 * time.Minute, Config: gpuprobe.ExporterConfig(), Now: newFakeClock().Now, Schedule: ProbeTogether, Timeout: time.Millisecond,
+		Interval: 5 * time.Minute, Config: gpuprobe.ExporterConfig(), Now: newFakeClock().Now, Schedule: ProbeTogether, Timeout: 3 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,10 @@ func TestProbeOverSimulatedDriverFaults(t *testing.T) {
 	t.Run("hung driver call", func(t *testing.T) {
 		clock := newFakeClock()
 		p, drv := newSimProbe(t, clock)
-		p.timeout = 50 * time.Millisecond
+		// Long enough for the device listing, which answers, to beat the
+		// wall-clock deadline on a loaded machine; the hung call waits it
+		// out once.
+		p.timeout = 2 * time.Second
 		release := drv.HangCall("cuMemAllocHost_v2")
 		defer release()
 		p.RunOnce(context.Background())

@@ -463,7 +463,10 @@ func TestProbeHangIsAbandoned(t *testing.T) {
 	hang := make(chan struct{})
 	fp := &fakeProber{devs: wholeGPUs()[:1], results: map[int]gpuprobe.Result{0: okResult}, hang: hang}
 	p := newTestProbe(t, staticOpener(fp), &fakeDirectory{gpus: testGPUs, complete: true}, clock, nil)
-	p.timeout, p.grace = 20*time.Millisecond, 10*time.Millisecond
+	// The calls that answer (the listing, the last run's probe) race the
+	// wall-clock deadline on their goroutines: long enough for a loaded
+	// machine to start them; the hung call waits it out once.
+	p.timeout, p.grace = 2*time.Second, 10*time.Millisecond
 
 	p.RunOnce(context.Background())
 	got := gatherProbe(t, p)

@@ -92,10 +92,13 @@ func TestShardsAgainstSimMergeAndReport(t *testing.T) {
 		// at least half the injected 4 ms (coalesced reads spread their
 		// gap, they never report zeros) and the gaps fit in the stream
 		// after the first token; 8 tokens each, counted by the server.
+		// How many tokens a late first read coalesces with the first is
+		// the machine's doing (a loaded one coalesces more): some gaps
+		// must remain, or the ITL checks would check nothing.
 		if s.TTFTFromSend.P50 < ttft.Seconds() || s.TTFTFromSend.P50 >= s.E2EFromSend.P50 {
 			t.Errorf("shard %d: TTFT p50 %v, want ≥ %v and < the E2E p50 %v", i, s.TTFTFromSend.P50, ttft, s.E2EFromSend.P50)
 		}
-		if s.ITL.P50 < (itl/2).Seconds() || s.ITL.P50 > s.E2EFromSend.Max || s.ITL.Count != wantITL || wantITL < perRun*6 {
+		if s.ITL.P50 < (itl/2).Seconds() || s.ITL.P50 > s.E2EFromSend.Max || s.ITL.Count != wantITL || wantITL == 0 {
 			t.Errorf("shard %d: ITL p50 %v over %d gaps, want ≈ %v over %d (≈ %d)", i, s.ITL.P50, s.ITL.Count, itl, wantITL, perRun*7)
 		}
 		if s.OutputTokensTotal != perRun*8 || s.TokensEstimated {
