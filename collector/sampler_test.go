@@ -429,8 +429,7 @@ func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	<-hung
-	clock.Advance(5 * deadline)
-	past := float64(clock.Now().UnixNano()) / 1e9
+	var past float64
 	// Scrapes never wait for the hung call (it blocks until the test ends):
 	// each must come back, and GPUs 0 and 1 must complete cycles on the
 	// moved clock, after GPU 2 went past its deadline. The deadline only
@@ -459,9 +458,30 @@ func TestHungCallLeavesOtherGPUsFresh(t *testing.T) {
 		}
 		return got["gpulens_nvml_errors_total{call=GetTemperature,error=deadline_exceeded}"] > 0
 	}
-	var got map[string]float64
+	// The clock moves past GPU 2's deadline in steps shorter than the
+	// deadline, the next only once GPUs 0 and 1 finished a cycle on the
+	// moved clock: a cycle of theirs that a step finds in progress began
+	// after the step before, so it has run less than the deadline on the
+	// clock, however slowly the machine runs it. (One jump of 5 deadlines
+	// finding GPU 0 inside GetTemperature counted that call too.)
 	wait, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
+	for range 7 {
+		clock.Advance(deadline * 3 / 4)
+		moved := float64(clock.Now().UnixNano()) / 1e9
+		testenv.Eventually(wait, t, time.Millisecond, "GPUs 0 and 1 finished a cycle on the moved clock", func() (bool, string) {
+			got := gather()
+			for _, g := range []int{0, 1} {
+				id := fmt.Sprintf("gpu=%d,uuid=GPU-%08d-0000-0000-0000-000000000000", g, g)
+				if got["gpulens_sampler_last_success_timestamp_seconds{"+id+"}"] < moved {
+					return false, fmt.Sprint(got)
+				}
+			}
+			return true, ""
+		})
+	}
+	past = float64(clock.Now().UnixNano()) / 1e9
+	var got map[string]float64
 	testenv.Eventually(wait, t, time.Millisecond, "GPUs 0 and 1 sampled after GPU 2's deadline passed, and the hang counted", func() (bool, string) {
 		got = gather()
 		return fresh(got), fmt.Sprint(got)

@@ -36,7 +36,9 @@ func TestFIFONoReader(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "is a FIFO that no reader opened within 300ms") {
 			t.Errorf("%s: err = %v, want no reader", p, err)
 		}
-		if took < 300*time.Millisecond || took > 3*time.Second {
+		// The wait is causal (sleeps only overrun); the upper bound only
+		// tells giving up from waiting on, however loaded the machine.
+		if took < 300*time.Millisecond || took > 20*time.Second {
 			t.Errorf("%s: gave up after %v, want about 300ms", p, took)
 		}
 	}
@@ -95,7 +97,7 @@ func TestFIFOStalledReader(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the reader took nothing for 300ms") {
 		t.Errorf("err = %v, want the stall", err)
 	}
-	if took > 5*time.Second {
-		t.Errorf("gave up after %v", took)
+	if took > 20*time.Second { // only tells giving up from waiting on
+		t.Errorf("gave up after %v, want about 300ms", took)
 	}
 }

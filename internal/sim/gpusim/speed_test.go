@@ -102,7 +102,7 @@ tenants:
 // TestSpeedRealTime: fault delays and the wait for an XID last their sim
 // duration divided by the speed, in real time.
 func TestSpeedRealTime(t *testing.T) {
-	// Serial: it bounds real time from above (3 s for a 300 ms hang).
+	// Serial: it times a 300 ms hang on the wall clock.
 	sc := mustParse(t, `
 devices:
   - {model: h100-sxm5-80gb}
@@ -127,16 +127,18 @@ faults:
 	if _, r := d.GetPowerUsage(); r != nvml.SUCCESS {
 		t.Fatal(r)
 	}
-	// 30 s of sim time at 100x: 300 ms.
-	if took := time.Since(began); took < 290*time.Millisecond || took > 3*time.Second {
-		t.Errorf("a 30 s hang at speed 100 took %v; want about 300 ms", took)
+	// 30 s of sim time at 100x: 300 ms. Sleeps only overrun, so the lower
+	// bound is causal; the upper one only tells the speed apart from its
+	// absence (30 s), however loaded the machine.
+	if took := time.Since(began); took < 290*time.Millisecond || took > 15*time.Second {
+		t.Errorf("a 30 s hang at speed 100 took %v; want about 300 ms (at most half of the unscaled 30 s)", took)
 	}
 	// The XID at sim 20 s (200 ms on the clock) is already due.
 	ev, r := set.Wait(5000)
 	if r != nvml.SUCCESS || ev.EventData != 13 {
 		t.Errorf("Wait = %+v, %v; want XID 13", ev, r)
 	}
-	if took := time.Since(began); took > 3*time.Second {
-		t.Errorf("XID at sim 20 s arrived after %v of real time at speed 100", took)
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("XID at sim 20 s arrived after %v of real time at speed 100; want about 200 ms (at most half of the unscaled 20 s)", took)
 	}
 }

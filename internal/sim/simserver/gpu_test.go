@@ -201,10 +201,14 @@ func TestGPUTieFollowsExporter(t *testing.T) {
 	exp.set(0.7, http.StatusServiceUnavailable)
 	failed := time.Now()
 	// Not a wait for a condition: the slowdown must hold through these
-	// reads of the failing exporter.
+	// reads of the failing exporter, until StaleAfter after the last good
+	// read. A loaded machine may oversleep into that: the reading is then
+	// allowed to be gone (the last good read came at most an interval
+	// before the failure; give the tie's loop 10 of them, as below).
 	time.Sleep(300 * time.Millisecond)
-	if got := s.Slowdown(); got != 1.7 {
-		t.Errorf("right after the exporter failed: slowdown %v, want the last reading 1.7", got)
+	got := s.Slowdown()
+	if since := time.Since(failed); got != 1.7 && since < tie.StaleAfter-10*tie.Interval {
+		t.Errorf("%s after the exporter failed: slowdown %v, want the last reading 1.7", since, got)
 	}
 	// The last good read came at most an interval before the failure
 	// (give a loaded machine 10 of them).
