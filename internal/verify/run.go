@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -280,15 +279,12 @@ func probeDeadline(ctx context.Context, timeout time.Duration, emulated func() t
 	inner, cancel := context.WithCancel(ctx)
 	d := &emulatedDeadline{Context: inner}
 	start, base := time.Now(), emulated()
-	stop := make(chan struct{})
 	go func() {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
-				return
-			case <-inner.Done():
+			case <-inner.Done(): // the parent's end or the caller's cancel
 				return
 			case <-t.C:
 			}
@@ -301,8 +297,7 @@ func probeDeadline(ctx context.Context, timeout time.Duration, emulated func() t
 			t.Reset(left)
 		}
 	}()
-	var once sync.Once
-	return d, func() { once.Do(func() { close(stop) }); cancel() }
+	return d, cancel
 }
 
 // emulatedDeadline is probeDeadline's context: done when its deadline
